@@ -1,0 +1,730 @@
+// Package store defines Vigil's storage interface, its record types and the
+// sentinel errors callers branch on. Two implementations live in the
+// subpackages store/sqlite (embedded default) and store/postgres (scale-out);
+// both pass the one shared suite in store/storetest.
+//
+// Goals: one narrow interface the server codes against; every write that the
+// API acknowledges is committed in one database transaction; trace indices
+// per dataset are assigned atomically and never reused; events are stored as
+// the exact normalised JSON bytes that were hashed into the ledger, and each
+// event's receipts are written in the same transaction as the event while the
+// session row is locked (spec/ledger.md §7.4), with receipts kept as exact
+// JSON text (§7.6).
+//
+// Non-goals: the store does not decode, normalise or validate trace events
+// (package trace does), does not compute or verify receipts or signatures
+// (package ledger does, through SealFunc and CloseFunc), does not parse
+// annotation addresses or search queries, and does not check permissions: every
+// method trusts its caller (the server) to have authorised the request.
+// Ownership filters exist so the caller can express visibility, not to
+// enforce it.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"time"
+)
+
+// Sentinel errors. Implementations wrap them with context naming the
+// dataset, trace, session or key involved; match with errors.Is.
+var (
+	// ErrNotFound reports that the dataset, trace, annotation, user, key,
+	// session or receipt does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict reports a uniqueness violation: a dataset name already
+	// taken by the owner, a username taken, a duplicate key hash, trace id,
+	// explicit trace index, message id within a trace or receipt id within a
+	// session, or a RequireEmpty push into a non-empty dataset, or deleting a
+	// user who still owns datasets.
+	ErrConflict = errors.New("conflict")
+	// ErrFinished reports an append to a trace whose run is finished or
+	// whose session is closed, or closing a session twice
+	// (RUN_FINISHED / SESSION_CLOSED in the API).
+	ErrFinished = errors.New("run finished or session closed")
+)
+
+// Store is the storage interface. All methods are safe for concurrent use.
+// Times are stored with microsecond precision in UTC. A method that returns a
+// record returns a fresh value the caller may modify.
+type Store interface {
+	// Kind is "sqlite" or "postgres".
+	Kind() string
+	// SchemaVersion is the number of migrations applied.
+	SchemaVersion(ctx context.Context) (int, error)
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+	// Close waits for nothing: callers stop issuing requests first. It
+	// releases connections and stops subscriptions.
+	Close() error
+
+	Users
+	APIKeys
+	WebSessions
+	Datasets
+	Traces
+	Annotations
+	Ledger
+	Notifier
+}
+
+// Users stores the accounts of explorer-api §1.4 and §12.2.
+type Users interface {
+	// CreateUser inserts u. An empty ID gets a new UUIDv7 and a zero
+	// TimeCreated gets the current time; both are written back into u.
+	// ErrConflict when the username is taken.
+	CreateUser(ctx context.Context, u *User) error
+	// GetUser returns the user with that id, or ErrNotFound.
+	GetUser(ctx context.Context, id string) (*User, error)
+	// GetUserByName returns the user with that username (exact match), or
+	// ErrNotFound.
+	GetUserByName(ctx context.Context, username string) (*User, error)
+	// ListUsers returns every user ordered by TimeCreated, then id.
+	ListUsers(ctx context.Context) ([]*User, error)
+	// CountUsers returns the number of users (bootstrap checks for zero).
+	CountUsers(ctx context.Context) (int, error)
+	// UpdateUser applies the non-nil fields of up and returns the user.
+	// ErrNotFound when absent.
+	UpdateUser(ctx context.Context, id string, up UserUpdate) (*User, error)
+	// DeleteUser deletes a user who owns no datasets, together with their
+	// keys and browser sessions. ErrConflict when the user still owns a
+	// dataset; ErrNotFound when absent.
+	DeleteUser(ctx context.Context, id string) error
+}
+
+// APIKeys stores hashed API keys (explorer-api §1.3). The plaintext key never
+// reaches the store: callers pass HashKey(key).
+type APIKeys interface {
+	// CreateAPIKey inserts k. An empty ID gets a new UUIDv7, a zero
+	// TimeCreated the current time. ErrConflict when the hash is known
+	// (including revoked keys: a revoked hash is never re-activated).
+	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// GetAPIKeyByHash returns the key whose Hash equals hash, revoked or
+	// not, or ErrNotFound. The caller checks RevokedAt and ExpiresAt.
+	GetAPIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+	// GetAPIKey returns the key with that id, or ErrNotFound.
+	GetAPIKey(ctx context.Context, id string) (*APIKey, error)
+	// ListAPIKeys returns the owner's keys, revoked ones included, oldest
+	// first. An empty ownerID lists every key.
+	ListAPIKeys(ctx context.Context, ownerID string) ([]*APIKey, error)
+	// RevokeAPIKey sets RevokedAt (keeping the row) and deletes the
+	// browser sessions created from the key. Revoking a revoked key keeps
+	// the first time and succeeds. ErrNotFound when absent.
+	RevokeAPIKey(ctx context.Context, id string, at time.Time) error
+	// TouchAPIKey sets LastUsedAt = at when it is older than at by at
+	// least a minute (or unset), so hot keys cost at most one write a
+	// minute. ErrNotFound when absent.
+	TouchAPIKey(ctx context.Context, id string, at time.Time) error
+}
+
+// WebSessions stores browser sessions (explorer-api §12.3), by token hash.
+type WebSessions interface {
+	// CreateWebSession inserts s. ErrConflict on a duplicate TokenHash.
+	CreateWebSession(ctx context.Context, s *WebSession) error
+	// GetWebSession returns the session with that token hash or
+	// ErrNotFound.
+	GetWebSession(ctx context.Context, tokenHash string) (*WebSession, error)
+	// TouchWebSession sets LastUsedAt. ErrNotFound when absent.
+	TouchWebSession(ctx context.Context, tokenHash string, at time.Time) error
+	// DeleteWebSession deletes the session; deleting an absent one
+	// succeeds.
+	DeleteWebSession(ctx context.Context, tokenHash string) error
+}
+
+// Datasets stores datasets (explorer-api §2.5, §4).
+type Datasets interface {
+	// CreateDataset inserts d (ID, TimeCreated and Metadata defaulted as
+	// for users; Metadata defaults to {}). ErrConflict when the owner
+	// already has a dataset of that name.
+	CreateDataset(ctx context.Context, d *Dataset) error
+	// GetDataset returns the dataset with NumTraces filled in, or
+	// ErrNotFound.
+	GetDataset(ctx context.Context, id string) (*Dataset, error)
+	// GetDatasetByName returns the owner's dataset of that name (exact,
+	// case-sensitive) with NumTraces, or ErrNotFound.
+	GetDatasetByName(ctx context.Context, ownerID, name string) (*Dataset, error)
+	// ListDatasets returns the datasets matching f, newest
+	// LatestTraceTime first (datasets without traces use TimeCreated),
+	// ties broken by id. NumTraces is filled in.
+	ListDatasets(ctx context.Context, f DatasetFilter) ([]*Dataset, error)
+	// UpdateDataset applies the non-nil fields of up. ErrConflict when a
+	// rename collides; ErrNotFound when absent.
+	UpdateDataset(ctx context.Context, id string, up DatasetUpdate) (*Dataset, error)
+	// DeleteDataset deletes the dataset, its traces, their messages and
+	// annotations, and its tool registry. Ledger sessions and receipts of
+	// its traces are kept and open ones are closed with closeFn (which may
+	// be nil: then they are left open). ErrNotFound when absent.
+	DeleteDataset(ctx context.Context, id string, closeFn CloseFunc) error
+	// PutDatasetMetadata merges patch into the dataset's metadata in one
+	// transaction (explorer-api §4.2) and returns the result.
+	// replaceAll=false: keys whose value is null are ignored, the others
+	// set. replaceAll=true: every key not in SystemMetadataKeys that is
+	// missing from patch or null in it is deleted, the others set; system
+	// keys in patch are ignored then. Validation of known keys is the
+	// caller's. ErrNotFound when absent.
+	PutDatasetMetadata(ctx context.Context, id string, patch map[string]json.RawMessage, replaceAll bool) (json.RawMessage, error)
+	// ListTools returns the dataset's tool registry (explorer-api §4.3),
+	// by name.
+	ListTools(ctx context.Context, datasetID string) ([]*Tool, error)
+}
+
+// Traces stores traces and their events.
+type Traces interface {
+	// PushTraces writes a batch of new traces in one transaction
+	// (explorer-api §3.1, §8.2): it resolves or creates the dataset
+	// (race-free), assigns each trace without an explicit index the next
+	// index of the dataset counter (distinct and contiguous within the
+	// batch), creates each trace's ledger session, calls req.Seal once per
+	// trace with that session's tail and inserts the receipts it returns,
+	// inserts annotations, updates the tool registry and the dataset's
+	// LatestTraceTime. Nothing is written unless everything is.
+	// Outcomes: ErrConflict (explicit index or id taken, RequireEmpty on a
+	// non-empty dataset, duplicate message id within a trace), ErrNotFound
+	// (DatasetName absent and CreateIfMissing false), or the Seal error.
+	PushTraces(ctx context.Context, req PushRequest) (*PushResult, error)
+	// AppendEvents appends events to an existing trace (explorer-api §3.2)
+	// in one transaction that holds the trace's session row lock: it calls
+	// req.Seal with the session tail and inserts the receipts it returns
+	// beside the events, anchors annotations, bumps TimeLastPushed and the
+	// tool registry. Outcomes: ErrNotFound (no such trace), ErrFinished
+	// (run finished or session closed), ErrConflict (a message id already
+	// in the trace), or the Seal error.
+	AppendEvents(ctx context.Context, req AppendRequest) (*AppendResult, error)
+	// GetTrace returns the trace, with its messages when withMessages, or
+	// ErrNotFound.
+	GetTrace(ctx context.Context, id string, withMessages bool) (*Trace, error)
+	// ListTraces returns the traces matching f in f.Order.
+	ListTraces(ctx context.Context, f TraceFilter) ([]*Trace, error)
+	// CountTraces returns how many traces match f (Limit, Offset and
+	// AfterIndex ignored).
+	CountTraces(ctx context.Context, f TraceFilter) (int, error)
+	// IterTraces streams the dataset's traces in index order, with
+	// messages and annotations, reading them in pages so memory stays
+	// bounded whatever the dataset size (explorer-api §8.3). The sequence
+	// is not one snapshot: traces pushed while it runs may or may not
+	// appear. It yields a non-nil error at most once, as its last element.
+	IterTraces(ctx context.Context, datasetID string, opt IterOptions) iter.Seq2[*Trace, error]
+	// UpdateTrace applies up to the trace and returns it without messages.
+	// ErrNotFound when absent.
+	UpdateTrace(ctx context.Context, id string, up TraceUpdate) (*Trace, error)
+	// DeleteTrace deletes the trace, its messages and annotations. Its
+	// ledger session and receipts are kept and, when still open, closed
+	// with closeFn (nil leaves it open). ErrNotFound when absent.
+	DeleteTrace(ctx context.Context, id string, closeFn CloseFunc) error
+	// FinishRun sets the run status (RunCompleted or RunFailed) and
+	// EndedAt, and closes the trace's session with closeFn, in one
+	// transaction. ErrFinished when already finished; ErrNotFound when
+	// absent.
+	FinishRun(ctx context.Context, traceID string, status RunStatus, at time.Time, closeFn CloseFunc) (*Trace, error)
+}
+
+// Annotations stores annotations (explorer-api §2.2, §6).
+type Annotations interface {
+	// CreateAnnotation inserts a (ID and TimeCreated defaulted), anchoring
+	// a.AnchorIndex to a message id as NewAnnotation describes. ErrNotFound
+	// when the trace is absent.
+	CreateAnnotation(ctx context.Context, a *Annotation) error
+	// GetAnnotation returns the annotation or ErrNotFound.
+	GetAnnotation(ctx context.Context, id string) (*Annotation, error)
+	// ListAnnotations returns the trace's annotations ordered by
+	// TimeCreated then id; sources, when non-empty, keeps only those
+	// sources ("" or "user" match annotations without a source).
+	ListAnnotations(ctx context.Context, traceID string, sources []string) ([]*Annotation, error)
+	// UpdateAnnotation sets Content when non-nil and merges
+	// MetadataMerge's top-level keys into ExtraMetadata (shallow).
+	// ErrNotFound when absent.
+	UpdateAnnotation(ctx context.Context, id string, up AnnotationUpdate) (*Annotation, error)
+	// DeleteAnnotation deletes it, or returns ErrNotFound.
+	DeleteAnnotation(ctx context.Context, id string) error
+	// ReplaceAnnotations deletes the trace's annotations of source whose
+	// extra_metadata.status is not "accepted" or "rejected" and inserts
+	// anns (their Source is forced to source), in one transaction
+	// (explorer-api §6). ErrNotFound when the trace is absent.
+	ReplaceAnnotations(ctx context.Context, traceID, source string, anns []*Annotation) (deleted, inserted int, err error)
+	// CountAnnotationsBySource returns, per trace id, the number of
+	// annotations per source ("user" for those without one).
+	CountAnnotationsBySource(ctx context.Context, traceIDs []string) (map[string]map[string]int, error)
+}
+
+// Ledger stores ledger sessions and receipts (spec/ledger.md §6, §7.6) and
+// agent keys. Server-signed sessions are created by PushTraces; this
+// interface serves the SDK-compatible endpoints and verification.
+type Ledger interface {
+	// CreateSession inserts s (CreatedAt defaulted; ID required).
+	// ErrConflict when the id exists.
+	CreateSession(ctx context.Context, s *Session) error
+	// GetSession returns the session with its tail, or ErrNotFound.
+	GetSession(ctx context.Context, id string) (*Session, error)
+	// ListSessions returns sessions matching f, newest first.
+	ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error)
+	// AppendReceipts appends receipts to a session without events: it
+	// locks the session row, calls seal with the tail and inserts what it
+	// returns. ErrFinished when the session is closed; ErrConflict when a
+	// receipt id already exists in the session.
+	AppendReceipts(ctx context.Context, sessionID string, seal SealFunc) ([]Receipt, error)
+	// ListReceipts returns the session's receipts with Seq >= fromSeq in
+	// seq order, at most limit (0 = all). ErrNotFound when the session is
+	// absent.
+	ListReceipts(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]Receipt, error)
+	// GetReceipt returns the session's receipt with that id, or
+	// ErrNotFound.
+	GetReceipt(ctx context.Context, sessionID, receiptID string) (*Receipt, error)
+	// CloseSession locks the session, calls closeFn with it and stores the
+	// returned close statement. ErrFinished when already closed.
+	CloseSession(ctx context.Context, sessionID string, closeFn CloseFunc) (*Session, error)
+	// MarkSessionTampered sets TamperedAt and TamperReason unless already
+	// set (tampered is sticky; the first reason wins) and returns the
+	// session. ErrNotFound when absent.
+	MarkSessionTampered(ctx context.Context, sessionID string, at time.Time, reason json.RawMessage) (*Session, error)
+
+	// PutAgentKey registers an agent's public key, replacing an earlier
+	// unrevoked one (which gets RevokedAt = k.CreatedAt).
+	PutAgentKey(ctx context.Context, k *AgentKey) error
+	// GetAgentKey returns the agent's unrevoked key or ErrNotFound.
+	GetAgentKey(ctx context.Context, agent string) (*AgentKey, error)
+	// ListAgentKeys returns every agent key, revoked ones included.
+	ListAgentKeys(ctx context.Context) ([]*AgentKey, error)
+	// RevokeAgentKey revokes the agent's key. ErrNotFound when none.
+	RevokeAgentKey(ctx context.Context, agent string, at time.Time) error
+}
+
+// Notifier is a small publish/subscribe helper for cache invalidation across
+// processes: LISTEN/NOTIFY on PostgreSQL, in-process fan-out on SQLite (which
+// has one process by construction).
+type Notifier interface {
+	// Notify publishes payload (at most 7,000 bytes) on channel. Channel
+	// names match ^[a-z_][a-z0-9_]{0,62}$.
+	Notify(ctx context.Context, channel, payload string) error
+	// Subscribe delivers every payload published on channel after it
+	// returns, until ctx ends; then the returned channel is closed. A slow
+	// reader loses payloads rather than blocking publishers (the buffer
+	// holds 64), so use it for invalidation, not for data.
+	Subscribe(ctx context.Context, channel string) (<-chan string, error)
+}
+
+// SystemMetadataKeys are the dataset metadata keys that replace_all never
+// deletes (explorer-api §4.2).
+var SystemMetadataKeys = []string{"created_on"}
+
+// User is an account (explorer-api §1.4).
+type User struct {
+	ID          string
+	Username    string
+	Role        string // "admin" or "member"
+	Email       string // "" = none
+	Disabled    bool
+	TimeCreated time.Time
+}
+
+// UserUpdate holds the fields UpdateUser changes; nil leaves a field as is.
+type UserUpdate struct {
+	Role     *string
+	Email    *string
+	Disabled *bool
+}
+
+// Role values.
+const (
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+)
+
+// Scope values of API keys (explorer-api §1.3).
+const (
+	ScopeRead   = "read"
+	ScopeIngest = "ingest"
+	ScopeFull   = "full"
+	ScopeAdmin  = "admin"
+)
+
+// APIKey is a stored API key. Hash is HashKey(plaintext).
+type APIKey struct {
+	ID          string
+	Hash        string // lowercase hex SHA-256 of the key
+	Prefix      string // first 8 characters, for display
+	Last4       string // last 4 characters
+	Name        string
+	Scope       string // ScopeRead, ScopeIngest, ScopeFull or ScopeAdmin
+	OwnerID     string
+	TimeCreated time.Time
+	ExpiresAt   *time.Time // nil = never
+	RevokedAt   *time.Time // nil = active
+	LastUsedAt  *time.Time // nil = never used
+}
+
+// WebSession is a browser session (explorer-api §12.3). TokenHash is
+// HashKey(cookie value).
+type WebSession struct {
+	TokenHash  string
+	KeyID      string
+	UserID     string
+	Scope      string
+	CreatedAt  time.Time
+	LastUsedAt time.Time
+}
+
+// Dataset is a named collection of traces (explorer-api §2.5).
+type Dataset struct {
+	ID       string
+	OwnerID  string
+	Name     string
+	Metadata json.RawMessage // a JSON object; never holds "policies"
+	IsPublic bool
+	// TimeCreated is set on create; LatestTraceTime is the last push or
+	// append into the dataset (nil before the first).
+	TimeCreated     time.Time
+	LatestTraceTime *time.Time
+	// NextIndex is the index the next pushed trace gets.
+	NextIndex int64
+	// NumTraces is filled in by reads, ignored by writes.
+	NumTraces int
+}
+
+// DatasetFilter selects datasets. Zero fields do not filter.
+type DatasetFilter struct {
+	OwnerID string // only this owner's datasets
+	// VisibleTo keeps datasets owned by this user id or public.
+	VisibleTo string
+	// PublicOnly keeps public datasets only.
+	PublicOnly bool
+	// NameContains is a case-insensitive substring of the name.
+	NameContains string
+	// MetadataKey, when set, keeps datasets whose top-level metadata
+	// member MetadataKey is the JSON string MetadataValue (the benchmark
+	// leaderboard).
+	MetadataKey   string
+	MetadataValue string
+	Limit         int // 0 = no limit
+	Offset        int
+}
+
+// DatasetUpdate holds the fields UpdateDataset changes.
+type DatasetUpdate struct {
+	IsPublic *bool
+	Name     *string
+}
+
+// Tool is one entry of a dataset's tool registry (explorer-api §4.3).
+type Tool struct {
+	Name         string
+	Count        int64
+	ArgumentKeys []string // sorted, distinct
+	LastSeen     time.Time
+}
+
+// ToolUse reports tool calls seen in ingested events: Count calls named
+// Name with the union of ArgumentKeys.
+type ToolUse struct {
+	Name         string
+	Count        int64
+	ArgumentKeys []string
+}
+
+// RunStatus is a run's status (spec/ledger.md §7.1).
+type RunStatus string
+
+// Run statuses.
+const (
+	RunOpen      RunStatus = "open"
+	RunCompleted RunStatus = "completed"
+	RunFailed    RunStatus = "failed"
+)
+
+// Trace is a stored trace; it is also the ledger's run (id = run id).
+type Trace struct {
+	ID            string
+	DatasetID     string // "" for snippets
+	Index         int64  // 0 for snippets
+	OwnerID       string
+	Name          string // "" = null
+	HierarchyPath []string
+	Metadata      json.RawMessage // a JSON object
+	SessionKey    string          // "" = null
+	SessionID     string          // its ledger session (= ID for server-signed runs)
+	KeyID         string          // the API key that created it, "" = none
+	Shared        bool
+	Status        RunStatus
+	EndedAt       *time.Time
+	// TimeCreated is set at push, TimeLastPushed bumped by each append.
+	TimeCreated    time.Time
+	TimeLastPushed time.Time
+	MessageCount   int
+	// Messages is filled in when requested, in index order.
+	Messages []Message
+	// Annotations is filled in by IterTraces.
+	Annotations []*Annotation
+}
+
+// Message is one stored event of a trace.
+type Message struct {
+	// ID is the stable message_id (unique within the trace). Writes with
+	// an empty ID get a new ULID; Data is not rewritten then, so callers
+	// normally set it to the message_id inside Data.
+	ID string
+	// Index is the event's position in the trace (set by the store).
+	Index int
+	// NodeIDs are the ledger node ids of the event (spec/ledger.md §7.2):
+	// the primary node, then one per tool call. Opaque to the store.
+	NodeIDs []string
+	// Data is the normalised event JSON exactly as hashed and served.
+	Data json.RawMessage
+}
+
+// NewTrace is one trace of a PushRequest.
+type NewTrace struct {
+	ID            string // "" = new UUIDv7
+	Index         *int64 // nil = next counter value; set by uploads with explicit indices
+	Name          string
+	HierarchyPath []string
+	Metadata      json.RawMessage // nil = {}
+	SessionKey    string
+	KeyID         string
+	TimeCreated   time.Time // zero = now
+	Messages      []Message
+	// Annotations are inserted with the trace; their AnchorIndex refers to
+	// this trace's messages.
+	Annotations []*Annotation
+	// Session overrides the defaults of the trace's ledger session; nil
+	// means {ID: trace id, RunID: trace id, Signer: "server"}. Its ID and
+	// RunID default to the trace id when empty.
+	Session *Session
+	// Status other than RunOpen finishes the run at push time: after
+	// sealing, the session is closed with PushRequest.Close.
+	Status RunStatus
+}
+
+// PushRequest is the input of PushTraces.
+type PushRequest struct {
+	OwnerID string
+	// DatasetName is the dataset in the owner's namespace; "" pushes
+	// snippets (traces without a dataset, index 0).
+	DatasetName string
+	// CreateIfMissing creates the dataset (private, with NewDatasetMetadata
+	// or {} ) when the owner has none of that name.
+	CreateIfMissing    bool
+	NewDatasetMetadata json.RawMessage
+	// RequireEmpty fails with ErrConflict when the dataset already has
+	// traces (upload create mode).
+	RequireEmpty bool
+	// MergeMetadata, when non-nil, is merged into the dataset metadata
+	// like PutDatasetMetadata with replaceAll=false.
+	MergeMetadata map[string]json.RawMessage
+	// ReplaceTakenIDs gives a trace whose explicit ID is already used a
+	// new id instead of failing with ErrConflict.
+	ReplaceTakenIDs bool
+	Traces          []NewTrace
+	Tools           []ToolUse
+	// Seal computes receipts; nil writes none (tests, imports without
+	// proof).
+	Seal SealFunc
+	// Close closes sessions of traces pushed with a finished Status; nil
+	// leaves them open.
+	Close CloseFunc
+}
+
+// PushResult is the outcome of PushTraces.
+type PushResult struct {
+	Dataset        *Dataset // nil for snippets
+	DatasetCreated bool
+	Traces         []*Trace // in request order, with messages
+}
+
+// AppendRequest is the input of AppendEvents.
+type AppendRequest struct {
+	TraceID  string
+	Messages []Message
+	// Annotations are anchored in the same transaction; AnchorIndex is
+	// an index in the resulting trace.
+	Annotations []*Annotation
+	Tools       []ToolUse
+	Time        time.Time // zero = now; becomes TimeLastPushed
+	Seal        SealFunc  // nil writes no receipts
+}
+
+// AppendResult is the outcome of AppendEvents.
+type AppendResult struct {
+	Trace    *Trace    // without messages
+	Messages []Message // the appended ones, with Index set
+	Receipts []Receipt
+}
+
+// TraceOrder is the order of ListTraces.
+type TraceOrder int
+
+// Trace orders; ties break on id.
+const (
+	OrderIndex              TraceOrder = iota // index ascending
+	OrderIndexDesc                            // index descending
+	OrderTimeCreated                          // time_created ascending
+	OrderTimeCreatedDesc                      // time_created descending (snippets: newest first)
+	OrderTimeLastPushed                       // time_last_pushed ascending
+	OrderTimeLastPushedDesc                   // time_last_pushed descending
+)
+
+// TraceFilter selects traces. Zero fields do not filter.
+type TraceFilter struct {
+	DatasetID string
+	OwnerID   string
+	// Snippets keeps traces without a dataset (combine with OwnerID).
+	Snippets   bool
+	IDs        []string
+	Indices    []int64
+	SessionKey string
+	// AfterIndex is a keyset cursor: only index > *AfterIndex.
+	AfterIndex *int64
+	Order      TraceOrder
+	Limit      int // 0 = no limit
+	Offset     int
+	// WithMessages fills in Messages.
+	WithMessages bool
+}
+
+// IterOptions tunes IterTraces.
+type IterOptions struct {
+	// PageSize is how many traces are read per query; 0 = 100.
+	PageSize int
+	// OnlyAnnotated keeps traces with at least one annotation.
+	OnlyAnnotated bool
+	// IDs, when non-nil, keeps only those traces (a search result).
+	IDs []string
+}
+
+// TraceUpdate holds the changes UpdateTrace applies.
+type TraceUpdate struct {
+	Name          *string
+	HierarchyPath *[]string
+	// MetadataMerge is an RFC 7386 merge patch applied to Metadata.
+	MetadataMerge json.RawMessage
+	Shared        *bool
+}
+
+// Annotation is a stored annotation (explorer-api §2.2).
+type Annotation struct {
+	ID      string
+	TraceID string
+	OwnerID string // the trace owner
+	UserID  string // the author
+	Content string
+	// MessageID anchors the annotation to a message; Address is then the
+	// rest of the address after the message step (e.g. ".content:0-5" or
+	// ""). With no MessageID, Address is the whole address ("<root>",
+	// or an unresolvable one).
+	MessageID string
+	Address   string
+	// AnchorIndex, on writes only: when non-nil and MessageID is empty,
+	// the store sets MessageID to the id of the message at that index;
+	// if there is none, it sets Address = "messages.<i>" + Address and
+	// Resolved = false.
+	AnchorIndex   *int
+	ExtraMetadata json.RawMessage // a JSON object or nil (null)
+	// Source is extra_metadata.source ("" when absent); the store
+	// derives it from ExtraMetadata on writes.
+	Source      string
+	Resolved    bool
+	TimeCreated time.Time
+}
+
+// AnnotationUpdate holds the changes UpdateAnnotation applies.
+type AnnotationUpdate struct {
+	Content       *string
+	MetadataMerge map[string]json.RawMessage
+}
+
+// Session is a ledger session (spec/ledger.md §6.1) plus its tail.
+type Session struct {
+	ID              string
+	RunID           string // "" = null
+	OwnerID         string
+	Name            string
+	Agent           string
+	Signer          string // "server" or "agent"
+	SignerPublicKey string // "" = null
+	CreatedAt       time.Time
+	ClosedAt        *time.Time
+	TamperedAt      *time.Time
+	TamperReason    json.RawMessage // {index|null, reason} or nil
+	ReceiptCount    int64
+	RootHash        string // "" = null
+	CloseHash       string // "" = null
+	CloseSignature  string // "" = null
+	// Extra is free JSON for the SDK-compatible endpoints (created_by,
+	// runtime, tags); nil = none.
+	Extra json.RawMessage
+	// Tail is the chain tail, maintained by the store.
+	Tail Tail
+}
+
+// Status derives the session status: "tampered", "closed" or "open".
+func (s *Session) Status() string {
+	switch {
+	case s.TamperedAt != nil:
+		return "tampered"
+	case s.ClosedAt != nil:
+		return "closed"
+	}
+	return "open"
+}
+
+// Tail is the end of a session's chain.
+type Tail struct {
+	Count         int64  // receipts so far: the Seq of the next receipt
+	LastHash      string // "0" when empty
+	LastTimestamp int64  // milliseconds; 0 when empty
+}
+
+// SessionFilter selects sessions. Zero fields do not filter.
+type SessionFilter struct {
+	OwnerID string
+	RunID   string
+	Limit   int // 0 = no limit
+	Offset  int
+}
+
+// Receipt is a stored receipt: the exact JSON text plus the columns the
+// store indexes (spec/ledger.md §7.6).
+type Receipt struct {
+	SessionID string
+	Seq       int64  // position in the chain, from 0; assigned by the store
+	ID        string // unique per session
+	Hash      string
+	Timestamp int64  // milliseconds
+	Text      string // the exact receipt JSON
+}
+
+// SealRequest is what a SealFunc sees: the locked session and the events
+// being appended (none for AppendReceipts).
+type SealRequest struct {
+	Session *Session // with Tail; read-only
+	Trace   *Trace   // the run, without messages; nil for AppendReceipts
+	// FirstIndex is the index in the trace of Events[0].
+	FirstIndex int
+	Events     []Message
+}
+
+// SealFunc computes the receipts for the events of req, in chain order,
+// starting from req.Session.Tail. It runs inside the write transaction with
+// the session row locked, so it must be quick and must not call the store.
+// Seq values in its result are ignored and reassigned from the tail. An
+// error aborts the whole write and is returned wrapped.
+type SealFunc func(ctx context.Context, req SealRequest) ([]Receipt, error)
+
+// CloseStatement is what a CloseFunc returns (spec/ledger.md §6.3).
+type CloseStatement struct {
+	ClosedAt  time.Time
+	Hash      string // the tail hash, "0" for an empty session
+	Signature string
+}
+
+// CloseFunc computes the close statement of the locked session s (with its
+// final Tail). It runs inside the write transaction.
+type CloseFunc func(ctx context.Context, s *Session) (CloseStatement, error)
+
+// AgentKey is a registered agent public key (spec/ledger.md §7.6).
+type AgentKey struct {
+	Agent     string
+	PublicKey string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
