@@ -1,0 +1,106 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+func call(t *testing.T, name string, args ...Value) (Value, []string) {
+	t.Helper()
+	b, ok := Lookup(name)
+	if !ok || b.Impl == nil {
+		t.Fatalf("no builtin %s", name)
+	}
+	var marks []string
+	c := NewCall(context.Background(), name, args, nil, nil, func(at *Path, s, e int) {
+		marks = append(marks, at.String()+":"+Display(int64(s))+"-"+Display(int64(e)))
+	})
+	v, err := b.Impl(c)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return v, marks
+}
+
+func TestBuiltins(t *testing.T) {
+	loc := Located{V: "My X123Y and X456Y", At: EventPath(0).Child("content", 3)}
+	tests := []struct {
+		name string
+		args []Value
+		want string
+	}{
+		{"any", []Value{[]Value{false, int64(0), "a"}}, "True"},
+		{"all", []Value{[]Value{}}, "True"},
+		{"len", []Value{"ßx"}, "2"},
+		{"max", []Value{int64(3), int64(5)}, "5"},
+		{"min", []Value{[]Value{2.5, int64(1)}}, "1"},
+		{"sum", []Value{[]Value{int64(1), 2.5}}, "3.5"},
+		{"tuple", []Value{[]Value{int64(1)}}, "(1,)"},
+		{"match", []Value{`.*X.*`, "aXb"}, "True"},
+		{"match", []Value{`X`, "aXb"}, "False"},
+		{"find", []Value{`X\d+Y`, loc}, "['X123Y', 'X456Y']"},
+		{"json_loads", []Value{`{"b": 1, "a": [1.5, null]}`}, "{'b': 1, 'a': [1.5, None]}"},
+		{"links", []Value{"see https://a.example/x?y and http://b.io"}, "['https://a.example/x?y', 'http://b.io']"},
+	}
+	for _, tt := range tests {
+		got, _ := call(t, tt.name, tt.args...)
+		if Display(got) != tt.want {
+			t.Errorf("%s%v = %s, want %s", tt.name, tt.args, Display(got), tt.want)
+		}
+	}
+	_, marks := call(t, "find", `X\d+Y`, loc)
+	if len(marks) != 2 || marks[0] != "messages.0.content:3-8" {
+		t.Errorf("find marks = %v", marks)
+	}
+}
+
+func TestFullMatch(t *testing.T) {
+	env := DefaultEnv()
+	tests := []struct {
+		p, s string
+		want bool
+	}{
+		{"a|b", "ab", false},
+		{"a|b", "b", true},
+		{`\d+`, "123\n", true},
+		{"(?i)rm -rf.*", "RM -RF /", true},
+		{"^(?!Peter$).*$", "Peter", false},
+		{"^(?!Peter$).*$", "Attacker", true},
+	}
+	for _, tt := range tests {
+		got, err := env.FullMatch(tt.p, tt.s)
+		if err != nil || got != tt.want {
+			t.Errorf("FullMatch(%q, %q) = %v, %v", tt.p, tt.s, got, err)
+		}
+	}
+	if _, err := env.FullMatch("(", "x"); KindOf(err) != RegexError {
+		t.Errorf("invalid regex: %v", err)
+	}
+}
+
+func TestDisplay(t *testing.T) {
+	tests := []struct {
+		v    Value
+		want string
+	}{
+		{1e16, "1e+16"}, {1e-5, "1e-05"}, {1.0, "1.0"}, {123456789.0, "123456789.0"}, {0.0001, "0.0001"},
+		{[]Value{"it's", nil, true}, `["it's", None, True]`}, {Tuple{}, "()"},
+	}
+	for _, tt := range tests {
+		if got := Display(tt.v); got != tt.want {
+			t.Errorf("Display(%#v) = %s, want %s", tt.v, got, tt.want)
+		}
+	}
+}
+
+func TestUsable(t *testing.T) {
+	b, _ := Lookup("moderated")
+	if err := b.Usable(); !errors.Is(err, ErrNoProvider) || err.Error() != "detector moderated has no provider (configure detectors.base_url)" {
+		t.Errorf("moderated usable: %v", err)
+	}
+	b, _ = Lookup("len")
+	if err := b.Usable(); err != nil {
+		t.Error(err)
+	}
+}
