@@ -512,4 +512,3 @@ func fnShouldAllowRBAC(c *Call) (Value, error) {
 	}
 	return false, nil
 }
-
