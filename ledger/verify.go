@@ -1,0 +1,312 @@
+package ledger
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// Reason is a verification reason code (§5.2, §6.4, §7.5).
+type Reason string
+
+// The reason codes, in rank order.
+const (
+	ReasonHashMismatch      Reason = "hash_mismatch"       // rank 1
+	ReasonLinkage           Reason = "linkage"             // rank 2
+	ReasonSignature         Reason = "signature"           // rank 3
+	ReasonDuplicateID       Reason = "duplicate_id"        // rank 4
+	ReasonSessionMismatch   Reason = "session_mismatch"    // rank 5
+	ReasonTimestampOrder    Reason = "timestamp_order"     // rank 6
+	ReasonEventMismatch     Reason = "event_mismatch"      // rank 7 (runs, §7.5)
+	ReasonMissingReceipt    Reason = "missing_receipt"     // rank 8 (runs)
+	ReasonMissingEvent      Reason = "missing_event"       // rank 8 (runs)
+	ReasonCloseHashMismatch Reason = "close_hash_mismatch" // rank 9
+	ReasonCloseSignature    Reason = "close_signature"     // rank 10 (sessions, §6.4)
+	ReasonClientReported    Reason = "client_reported"     // a tamper reason only (§10), never in a result
+)
+
+// Rank returns the reason's rank: errors at one index sort by it. Unknown
+// reasons rank last.
+func (r Reason) Rank() int {
+	switch r {
+	case ReasonHashMismatch:
+		return 1
+	case ReasonLinkage:
+		return 2
+	case ReasonSignature:
+		return 3
+	case ReasonDuplicateID:
+		return 4
+	case ReasonSessionMismatch:
+		return 5
+	case ReasonTimestampOrder:
+		return 6
+	case ReasonEventMismatch:
+		return 7
+	case ReasonMissingReceipt, ReasonMissingEvent:
+		return 8
+	case ReasonCloseHashMismatch:
+		return 9
+	case ReasonCloseSignature:
+		return 10
+	}
+	return 100
+}
+
+// VerifyError is one failed check: the receipt index and the reason.
+type VerifyError struct {
+	Index  int    `json:"index"`
+	Reason Reason `json:"reason"`
+}
+
+// Result is the outcome of a verification (§5.3). Its JSON is exactly
+// {"valid","brokenAt","reason","errors"} in that order; Errors is never nil
+// in a Result made by this package.
+type Result struct {
+	Valid    bool          `json:"valid"`
+	BrokenAt *int          `json:"brokenAt"`
+	Reason   *Reason       `json:"reason"`
+	Errors   []VerifyError `json:"errors"`
+}
+
+// NewResult returns the Result for errs: sorted by (index, rank), valid
+// exactly when errs is empty, brokenAt and reason from the first error.
+func NewResult(errs []VerifyError) Result {
+	errs = slices.Clone(errs)
+	if errs == nil {
+		errs = []VerifyError{}
+	}
+	slices.SortStableFunc(errs, func(a, b VerifyError) int {
+		if a.Index != b.Index {
+			return a.Index - b.Index
+		}
+		return a.Reason.Rank() - b.Reason.Rank()
+	})
+	res := Result{Valid: len(errs) == 0, Errors: errs}
+	if len(errs) > 0 {
+		i, r := errs[0].Index, errs[0].Reason
+		res.BrokenAt, res.Reason = &i, &r
+	}
+	return res
+}
+
+// With returns the result with more errors added (the server's ranks 7, 8
+// and 10), re-sorted.
+func (r Result) With(errs ...VerifyError) Result {
+	return NewResult(append(slices.Clone(r.Errors), errs...))
+}
+
+// VerifyOptions are the optional inputs of chain verification (§5).
+type VerifyOptions struct {
+	// PublicKey turns on signature checks; nil ignores signatures.
+	PublicKey ed25519.PublicKey
+	// SessionID, when not "", is the id every receipt must carry.
+	SessionID string
+	// CloseHash, when not "", is the hash the chain must end with: "0" or
+	// 64 lowercase hex characters.
+	CloseHash string
+	// Workers bounds the goroutines that check hashes and signatures;
+	// 0 means GOMAXPROCS.
+	Workers int
+}
+
+func (o VerifyOptions) check() error {
+	if o.PublicKey != nil && len(o.PublicKey) != ed25519.PublicKeySize {
+		return &InputError{Index: -1, Field: "publicKey", Msg: fmt.Sprintf("want %d bytes, got %d", ed25519.PublicKeySize, len(o.PublicKey)), Err: ErrInvalidKey}
+	}
+	if o.CloseHash != "" && !validCloseHash(o.CloseHash) {
+		return &InputError{Index: -1, Field: "closeHash", Msg: fmt.Sprintf("%q is neither \"0\" nor 64 lowercase hex characters", o.CloseHash)}
+	}
+	return nil
+}
+
+func validCloseHash(s string) bool {
+	if s == "0" {
+		return true
+	}
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (o VerifyOptions) workers() int {
+	if o.Workers > 0 {
+		return o.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// checked is what the independent per-receipt checks (rank 1 and 3) found,
+// plus the members the sequential checks need.
+type checked struct {
+	id, sessionID, hash, previousHash string
+	timestamp                         float64
+	hashOK, sigOK                     bool
+}
+
+// checkIndependent runs the checks that need no other receipt.
+func checkIndependent(r *Receipt, pub ed25519.PublicKey) checked {
+	c := checked{id: r.ID, sessionID: r.SessionID, hash: r.Hash, previousHash: r.PreviousHash, timestamp: r.Timestamp, sigOK: true}
+	h, err := r.ComputeHash()
+	c.hashOK = err == nil && h == r.Hash
+	if pub != nil {
+		c.sigOK = r.Signature != "" && VerifySignature(pub, r.Hash, r.Signature)
+	}
+	return c
+}
+
+// Verifier runs the §5.2 checks over receipts given one at a time, in
+// chain order. It is what VerifyChain and VerifyStream use, and what a
+// store uses to check a receipt against a stored tail. It keeps the ids and
+// hashes seen (not the receipts). Not safe for concurrent use.
+type Verifier struct {
+	opts         VerifyOptions
+	n            int
+	prevHash     string
+	prevTS       float64
+	firstSession string
+	ids          map[string]struct{}
+	hashes       map[string]int // stored hash → first index
+	errs         []VerifyError
+}
+
+// NewVerifier returns a Verifier for a chain that starts at index 0. It
+// fails (wrapping ErrBadInput) for an invalid public key or close hash.
+func NewVerifier(opts VerifyOptions) (*Verifier, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	return &Verifier{opts: opts, ids: map[string]struct{}{}, hashes: map[string]int{}}, nil
+}
+
+// Add checks the next receipt of the chain.
+func (v *Verifier) Add(r *Receipt) {
+	v.add(checkIndependent(r, v.opts.PublicKey))
+}
+
+func (v *Verifier) add(c checked) {
+	i := v.n
+	fail := func(reason Reason) { v.errs = append(v.errs, VerifyError{Index: i, Reason: reason}) }
+	if !c.hashOK {
+		fail(ReasonHashMismatch)
+	}
+	if (i == 0 && c.previousHash != "0") || (i > 0 && c.previousHash != v.prevHash) {
+		fail(ReasonLinkage)
+	}
+	if !c.sigOK {
+		fail(ReasonSignature)
+	}
+	if _, dup := v.ids[c.id]; dup {
+		fail(ReasonDuplicateID)
+	} else {
+		v.ids[c.id] = struct{}{}
+	}
+	if v.opts.SessionID != "" {
+		if c.sessionID != v.opts.SessionID {
+			fail(ReasonSessionMismatch)
+		}
+	} else if i == 0 {
+		v.firstSession = c.sessionID
+	} else if c.sessionID != v.firstSession {
+		fail(ReasonSessionMismatch)
+	}
+	if i > 0 && c.timestamp < v.prevTS {
+		fail(ReasonTimestampOrder)
+	}
+	if _, seen := v.hashes[c.hash]; !seen {
+		v.hashes[c.hash] = i
+	}
+	v.prevHash, v.prevTS = c.hash, c.timestamp
+	v.n++
+}
+
+// Len returns the number of receipts added.
+func (v *Verifier) Len() int { return v.n }
+
+// SetCloseHash sets the close hash to check in Result (for a close hash
+// found after the receipts, as in a streamed file). It fails like
+// NewVerifier for an invalid hash.
+func (v *Verifier) SetCloseHash(h string) error {
+	o := v.opts
+	o.CloseHash = h
+	if err := o.check(); err != nil {
+		return err
+	}
+	v.opts.CloseHash = h
+	return nil
+}
+
+// Result returns the verification result so far, with the close hash check
+// (rank 9) when a close hash is set.
+func (v *Verifier) Result() Result {
+	errs := v.errs
+	if ch := v.opts.CloseHash; ch != "" {
+		last := "0"
+		if v.n > 0 {
+			last = v.prevHash
+		}
+		if last != ch {
+			idx := v.n
+			if k, ok := v.hashes[ch]; ok && k < v.n-1 {
+				idx = k + 1
+			}
+			errs = append(slices.Clone(errs), VerifyError{Index: idx, Reason: ReasonCloseHashMismatch})
+		}
+	}
+	return NewResult(errs)
+}
+
+// VerifyChain verifies receipts with the §5.2 rules. Hashes and signatures
+// are checked in parallel (opts.Workers). The error, wrapping ErrBadInput,
+// is only for an invalid key or close hash (receipts of the wrong shape
+// cannot be represented as a *Receipt; ParseReceipt rejects them).
+func VerifyChain(receipts []*Receipt, opts VerifyOptions) (Result, error) {
+	v, err := NewVerifier(opts)
+	if err != nil {
+		return Result{}, err
+	}
+	cs := make([]checked, len(receipts))
+	parallelFor(len(receipts), opts.workers(), func(i int) {
+		cs[i] = checkIndependent(receipts[i], opts.PublicKey)
+	})
+	for _, c := range cs {
+		v.add(c)
+	}
+	return v.Result(), nil
+}
+
+// parallelFor calls f(i) for i in [0, n) on up to workers goroutines, in
+// chunks.
+func parallelFor(n, workers int, f func(i int)) {
+	const chunk = 64
+	if workers <= 1 || n <= chunk {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int, workers)
+	for w := 0; w < workers; w++ {
+		wg.Go(func() {
+			for start := range next {
+				for i := start; i < min(start+chunk, n); i++ {
+					f(i)
+				}
+			}
+		})
+	}
+	for start := 0; start < n; start += chunk {
+		next <- start
+	}
+	close(next)
+	wg.Wait()
+}
