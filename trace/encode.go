@@ -1,0 +1,107 @@
+package trace
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// AppendValue appends the compact JSON encoding of v to buf: members in
+// order, numbers as their literal, no HTML escaping (the JSONL format of
+// explorer-api §8.1). Invalid UTF-8 in a string is written as U+FFFD.
+// A Go value of any other type is written as its fmt %v text in a string.
+func AppendValue(buf []byte, v Value) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(buf, "null"...)
+	case bool:
+		if v {
+			return append(buf, "true"...)
+		}
+		return append(buf, "false"...)
+	case Number:
+		if v == "" {
+			return append(buf, '0')
+		}
+		return append(buf, v...)
+	case string:
+		return appendString(buf, v)
+	case []Value:
+		buf = append(buf, '[')
+		for i, e := range v {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = AppendValue(buf, e)
+		}
+		return append(buf, ']')
+	case *Object:
+		if v == nil {
+			return append(buf, "null"...)
+		}
+		buf = append(buf, '{')
+		for i, m := range v.Members {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendString(buf, m.Key)
+			buf = append(buf, ':')
+			buf = AppendValue(buf, m.Value)
+		}
+		return append(buf, '}')
+	case int:
+		return fmt.Appendf(buf, "%d", v)
+	case int64:
+		return fmt.Appendf(buf, "%d", v)
+	}
+	return appendString(buf, fmt.Sprint(v))
+}
+
+// Marshal returns the compact JSON encoding of v (see AppendValue).
+func Marshal(v Value) []byte { return AppendValue(nil, v) }
+
+const hexDigits = "0123456789abcdef"
+
+func appendString(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				buf = append(buf, '\\', c)
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, "\uFFFD"...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	buf = append(buf, s[start:]...)
+	return append(buf, '"')
+}

@@ -1,0 +1,424 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// parse.go is the single-pass JSON scanner behind Decode: it builds Values
+// (ordered objects, literal numbers) straight from the bytes, without
+// reflection and without map[string]any. Positions are byte offsets; line
+// and column are computed only when an error is rendered (position.go).
+
+// MaxDepth is the deepest nesting of arrays and objects the decoder accepts.
+const MaxDepth = 10000
+
+// SyntaxError is a malformed-JSON error at a byte offset.
+type SyntaxError struct {
+	Offset    int // byte offset of the problem in the input
+	Line, Col int // 1-based; Col counts bytes, as editors and go/scanner do
+	Msg       string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg)
+}
+
+// Unwrap makes errors.Is(err, ErrSyntax) true.
+func (e *SyntaxError) Unwrap() error { return ErrSyntax }
+
+// ErrSyntax is matched (errors.Is) by every malformed-JSON error.
+var ErrSyntax = errors.New("invalid JSON")
+
+type scanner struct {
+	data  []byte
+	pos   int
+	depth int
+	err   *SyntaxError
+}
+
+func (s *scanner) fail(off int, format string, args ...any) {
+	if s.err == nil {
+		line, col := LineCol(s.data, off)
+		s.err = &SyntaxError{Offset: off, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+// ParseValue decodes exactly one JSON value (surrounded by optional
+// whitespace, after an optional UTF-8 BOM) into a Value. Invalid UTF-8 in
+// strings is replaced by U+FFFD, as encoding/json does.
+func ParseValue(data []byte) (Value, error) {
+	s := scanner{data: data}
+	if len(data) >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF {
+		s.pos = 3
+	}
+	s.skipSpace()
+	v := s.value()
+	if s.err == nil {
+		s.skipSpace()
+		if s.pos < len(s.data) {
+			s.fail(s.pos, "unexpected %s after the top-level value", s.describe())
+		}
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	return v, nil
+}
+
+func (s *scanner) skipSpace() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) describe() string {
+	if s.pos >= len(s.data) {
+		return "end of input"
+	}
+	c := s.data[s.pos]
+	if c >= 0x20 && c < 0x7f {
+		return strconv.QuoteRune(rune(c))
+	}
+	return fmt.Sprintf("byte 0x%02x", c)
+}
+
+func (s *scanner) value() Value {
+	if s.pos >= len(s.data) {
+		s.fail(s.pos, "unexpected end of input, want a value")
+		return nil
+	}
+	switch c := s.data[s.pos]; c {
+	case '{':
+		return s.object()
+	case '[':
+		return s.array()
+	case '"':
+		return s.str()
+	case 't':
+		return s.literal("true", true)
+	case 'f':
+		return s.literal("false", false)
+	case 'n':
+		return s.literal("null", nil)
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			return s.number()
+		}
+		s.fail(s.pos, "unexpected %s, want a value", s.describe())
+		return nil
+	}
+}
+
+func (s *scanner) literal(word string, v Value) Value {
+	if len(s.data)-s.pos >= len(word) && string(s.data[s.pos:s.pos+len(word)]) == word {
+		s.pos += len(word)
+		return v
+	}
+	s.fail(s.pos, "invalid literal, want %s", word)
+	return nil
+}
+
+func (s *scanner) number() Value {
+	start := s.pos
+	d := s.data
+	i := s.pos
+	if d[i] == '-' {
+		i++
+	}
+	if i >= len(d) || d[i] < '0' || d[i] > '9' {
+		s.fail(i, "invalid number: want a digit")
+		return nil
+	}
+	if d[i] == '0' {
+		i++
+		if i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			s.fail(i, "invalid number: leading zero")
+			return nil
+		}
+	} else {
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			s.fail(i, "invalid number: want a digit after '.'")
+			return nil
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			s.fail(i, "invalid number: want a digit in the exponent")
+			return nil
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	s.pos = i
+	return Number(d[start:i])
+}
+
+func (s *scanner) enter() bool {
+	s.depth++
+	if s.depth > MaxDepth {
+		s.fail(s.pos, "nesting deeper than %d", MaxDepth)
+		return false
+	}
+	return true
+}
+
+func (s *scanner) array() Value {
+	if !s.enter() {
+		return nil
+	}
+	s.pos++ // [
+	s.skipSpace()
+	out := []Value{}
+	if s.pos < len(s.data) && s.data[s.pos] == ']' {
+		s.pos++
+		s.depth--
+		return out
+	}
+	for {
+		s.skipSpace()
+		v := s.value()
+		if s.err != nil {
+			return nil
+		}
+		out = append(out, v)
+		s.skipSpace()
+		if s.pos >= len(s.data) {
+			s.fail(s.pos, "unexpected end of input in array, want ',' or ']'")
+			return nil
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			s.depth--
+			return out
+		default:
+			s.fail(s.pos, "unexpected %s in array, want ',' or ']'", s.describe())
+			return nil
+		}
+	}
+}
+
+func (s *scanner) object() Value {
+	if !s.enter() {
+		return nil
+	}
+	s.pos++ // {
+	s.skipSpace()
+	o := &Object{}
+	if s.pos < len(s.data) && s.data[s.pos] == '}' {
+		s.pos++
+		s.depth--
+		return o
+	}
+	o.Members = make([]Member, 0, 4)
+	for {
+		s.skipSpace()
+		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+			s.fail(s.pos, "unexpected %s in object, want a string key", s.describe())
+			return nil
+		}
+		k := s.str()
+		if s.err != nil {
+			return nil
+		}
+		s.skipSpace()
+		if s.pos >= len(s.data) || s.data[s.pos] != ':' {
+			s.fail(s.pos, "unexpected %s after object key, want ':'", s.describe())
+			return nil
+		}
+		s.pos++
+		s.skipSpace()
+		v := s.value()
+		if s.err != nil {
+			return nil
+		}
+		o.Members = append(o.Members, Member{Key: k.(string), Value: v})
+		s.skipSpace()
+		if s.pos >= len(s.data) {
+			s.fail(s.pos, "unexpected end of input in object, want ',' or '}'")
+			return nil
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			s.depth--
+			return o
+		default:
+			s.fail(s.pos, "unexpected %s in object, want ',' or '}'", s.describe())
+			return nil
+		}
+	}
+}
+
+// str scans a string starting at the opening quote. The fast path (no
+// escapes, valid UTF-8) costs one allocation.
+func (s *scanner) str() Value {
+	d := s.data
+	start := s.pos + 1
+	i := start
+	ascii := true
+	for i < len(d) {
+		c := d[i]
+		if c == '"' {
+			s.pos = i + 1
+			if ascii || utf8.Valid(d[start:i]) {
+				return string(d[start:i])
+			}
+			return s.slowStr(start)
+		}
+		if c == '\\' {
+			return s.slowStr(start)
+		}
+		if c < 0x20 {
+			s.fail(i, "invalid control character 0x%02x in string", c)
+			return nil
+		}
+		if c >= 0x80 {
+			ascii = false
+		}
+		i++
+	}
+	s.fail(s.pos, "unterminated string")
+	return nil
+}
+
+func (s *scanner) slowStr(start int) Value {
+	d := s.data
+	buf := make([]byte, 0, 16)
+	i := start
+	for i < len(d) {
+		c := d[i]
+		switch {
+		case c == '"':
+			s.pos = i + 1
+			return string(buf)
+		case c == '\\':
+			if i+1 >= len(d) {
+				s.fail(i, "unterminated string")
+				return nil
+			}
+			switch e := d[i+1]; e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+				i += 2
+			case 'b':
+				buf = append(buf, '\b')
+				i += 2
+			case 'f':
+				buf = append(buf, '\f')
+				i += 2
+			case 'n':
+				buf = append(buf, '\n')
+				i += 2
+			case 'r':
+				buf = append(buf, '\r')
+				i += 2
+			case 't':
+				buf = append(buf, '\t')
+				i += 2
+			case 'u':
+				r, ok := hex4(d, i+2)
+				if !ok {
+					s.fail(i, "invalid \\u escape")
+					return nil
+				}
+				i += 6
+				if utf16.IsSurrogate(r) {
+					if r < 0xDC00 && i+6 <= len(d) && d[i] == '\\' && d[i+1] == 'u' {
+						if r2, ok := hex4(d, i+2); ok && r2 >= 0xDC00 && r2 <= 0xDFFF {
+							r = utf16.DecodeRune(r, r2)
+							i += 6
+						} else {
+							r = utf8.RuneError
+						}
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				buf = utf8.AppendRune(buf, r)
+			default:
+				s.fail(i, "invalid escape %q in string", "\\"+string(rune(e)))
+				return nil
+			}
+		case c < 0x20:
+			s.fail(i, "invalid control character 0x%02x in string", c)
+			return nil
+		case c < 0x80:
+			buf = append(buf, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size == 1 {
+				buf = append(buf, "\uFFFD"...)
+			} else {
+				buf = append(buf, d[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	s.fail(start-1, "unterminated string")
+	return nil
+}
+
+func hex4(d []byte, i int) (rune, bool) {
+	if i+4 > len(d) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// LineCol returns the 1-based line and column (in bytes) of byte offset off
+// in data. It is linear in off and meant for error reporting only.
+func LineCol(data []byte, off int) (line, col int) {
+	if off > len(data) {
+		off = len(data)
+	}
+	line, lineStart := 1, 0
+	for i := 0; i < off; i++ {
+		if data[i] == '\n' {
+			line++
+			lineStart = i + 1
+		}
+	}
+	return line, off - lineStart + 1
+}
