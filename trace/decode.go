@@ -271,13 +271,12 @@ func (n *normalizer) message(o *Object, e *Event) {
 			for i, c := range v {
 				n.pushIndex(i)
 				co, ok := c.(*Object)
-				if !ok {
+				var tc *ToolCall
+				if ok {
+					tc = n.toolCall(co, e.Server)
+				} else {
 					n.errorf("tool call is %s, want an object", TypeName(c))
-					co = &Object{}
-				}
-				tc := n.toolCall(co, e.Server)
-				if !ok {
-					tc.Raw = nil
+					tc = &ToolCall{Type: "function", Server: e.Server, Function: Function{Arguments: &Object{}}}
 				}
 				e.ToolCalls = append(e.ToolCalls, tc)
 				n.pop()
@@ -469,7 +468,10 @@ func (n *normalizer) tools(v Value, e *Event) {
 		to, ok := tv.(*Object)
 		if !ok {
 			n.errorf("tool is %s, want an object", TypeName(tv))
-			to = &Object{}
+			e.Tools = append(e.Tools, &Tool{Server: e.Server, Description: noDescription, InputSchema: &Object{}})
+			n.idx++
+			n.pop()
+			continue
 		}
 		tool := &Tool{Raw: to, Server: e.Server, Description: noDescription}
 		var own *string

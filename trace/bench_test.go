@@ -1,0 +1,85 @@
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// genTrace returns a realistic trace of about size bytes: user and
+// assistant messages, tool calls with object and string arguments, tool
+// outputs with multi-line text, chunked content and non-ASCII text.
+func genTrace(size int) []byte {
+	var b strings.Builder
+	b.WriteString("[\n")
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		switch i % 4 {
+		case 0:
+			fmt.Fprintf(&b, `{"role": "user", "content": "Please summarise the emails from this week (%d) — café, naïve, 東京.", "metadata": {"ts": %d}}`, i, 1700000000+i)
+		case 1:
+			fmt.Fprintf(&b, `{"role": "assistant", "content": null, "tool_calls": [{"id": "call_%d", "type": "function", "function": {"name": "get_inbox", "arguments": {"n": 10, "folder": "INBOX", "unread": true}}}, {"id": "call_%db", "type": "function", "function": {"name": "search", "arguments": "{\"q\": \"invoice\", \"limit\": 5}"}}]}`, i, i)
+		case 2:
+			fmt.Fprintf(&b, `{"role": "tool", "tool_call_id": "call_%d", "content": "1. Subject: Hello\nFrom: alice@example.com\nDate: 2024-01-01\n2. Subject: Meeting \"Q3\"\nFrom: bob@example.com\nBody: Let's meet at 10:00 to discuss the roadmap and the budget for next year."}`, i-1)
+		case 3:
+			b.WriteString(`{"role": "assistant", "content": [{"type": "text", "text": "You have 2 new emails: one from Alice and one from Bob about the Q3 meeting."}, {"type": "image_url", "image_url": {"url": "https://example.com/chart.png"}}]}`)
+		}
+	}
+	b.WriteString("\n]\n")
+	return []byte(b.String())
+}
+
+var benchTrace = genTrace(1 << 20)
+
+// BenchmarkDecode measures Decode (parse + normalise) of a 1 MB trace.
+func BenchmarkDecode(b *testing.B) {
+	b.SetBytes(int64(len(benchTrace)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(benchTrace); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeBaselineMaps is the baseline BenchmarkDecode must reach
+// 80% of: json.Unmarshal of the same bytes into []map[string]any.
+func BenchmarkDecodeBaselineMaps(b *testing.B) {
+	b.SetBytes(int64(len(benchTrace)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var v []map[string]any
+		if err := json.Unmarshal(benchTrace, &v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncode measures Encode of the decoded 1 MB trace.
+func BenchmarkEncode(b *testing.B) {
+	t, err := Decode(benchTrace)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(benchTrace)))
+	b.ReportAllocs()
+	buf := make([]byte, 0, len(benchTrace))
+	for b.Loop() {
+		buf = t.AppendJSON(buf[:0])
+	}
+}
+
+// BenchmarkFlatten measures Flatten of the decoded 1 MB trace.
+func BenchmarkFlatten(b *testing.B) {
+	t, err := Decode(benchTrace)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		t.Flatten()
+	}
+}
