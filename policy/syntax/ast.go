@@ -31,8 +31,20 @@ type Line interface {
 
 // File is a parsed policy.
 type File struct {
-	Source *Source
-	Stmts  []Stmt
+	Source   *Source
+	Stmts    []Stmt
+	Warnings ErrorList // lexical warnings (e.g. mixed tabs and spaces)
+}
+
+// Pos returns the start of the file.
+func (f *File) Pos() Pos { return 0 }
+
+// End returns the end of the file.
+func (f *File) End() Pos {
+	if f.Source == nil {
+		return 0
+	}
+	return Pos(f.Source.Len())
 }
 
 // Rules returns the rules of f in file order; the index in the result is the
