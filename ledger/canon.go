@@ -328,10 +328,14 @@ func utf16Units(s string) []uint16 {
 	for i := 0; i < len(s); {
 		r, size := decodeWTF8(s[i:])
 		i += size
-		if r < 0 {
-			r = utf8.RuneError
+		switch {
+		case r < 0:
+			u = append(u, utf8.RuneError)
+		case r >= 0xD800 && r <= 0xDFFF: // lone surrogate: one unit
+			u = append(u, uint16(r))
+		default:
+			u = utf16.AppendRune(u, r)
 		}
-		u = utf16.AppendRune(u, r)
 	}
 	return u
 }
