@@ -1,0 +1,147 @@
+package detect
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSecrets(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want []string
+	}{
+		{"github token", "my key is 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, how about yours?", []string{"GITHUB_TOKEN"}},
+		{"github token too short", "my key is ghp_wWPw5k4aXcaT4fcnZwJUVFk6LO0pINUx, how about yours?", nil},
+		{"aws and slack", "my key is AKIAIOSFODNN7EXAMPLE and Bob's key is xoxb-123456789012-1234567890123-1234567890123-1234567890123.",
+			[]string{"AWS_ACCESS_KEY", "SLACK_TOKEN"}},
+		{"aws assignment", `aws_secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"`, []string{"AWS_ACCESS_KEY"}},
+		{"aws assignment newline breaks it", "aws_secret_access_key = \n\"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\"", nil},
+		{"azure", "DefaultEndpointsProtocol=https;AccountName=x;AccountKey=" + strings.Repeat("Ab9+", 22) + ";", []string{"AZURE_STORAGE_KEY"}},
+		{"slack webhook", "post to https://hooks.slack.com/services/T0000/B0000/XXXXXXXX now", []string{"SLACK_TOKEN"}},
+		{"slack case-insensitive", "XOXP-1-abc", []string{"SLACK_TOKEN"}},
+		{"order is type order then left to right", "xoxb-1-a ghp_" + strings.Repeat("a", 36) + " xoxb-2-b",
+			[]string{"GITHUB_TOKEN", "SLACK_TOKEN", "SLACK_TOKEN"}},
+		{"gitlab pat from gitleaks", "token: glpat-" + "Xk4r9ZpQ2mW7vB1nC8dT", []string{"GITLAB_PAT"}},
+		{"stripe from gitleaks", `stripe = "sk_live_` + "4eC39HqLyjWDarjtT1zdp7dc" + `"`, []string{"STRIPE_ACCESS_TOKEN"}},
+		{"private key", "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi6Z5Bqo7cJ3kN8xXoI1l7pZt5wYxn\nq8L0n2K4x7w1Zp9yT3rV6uB8cD2eF5gH7iJ9kL1mN3oP5qR7sT9uV1wX3yZ5aB7cD9e\n-----END RSA PRIVATE KEY-----", []string{"PRIVATE_KEY"}},
+		{"builtin span not reported twice", "ghp_" + "Rk7Qm2Xz9Lw4Vb8Nc1Ty6Hp3Js5Df0Ga2Ke9U", []string{"GITHUB_TOKEN"}},
+		{"gitleaks allow signature", `stripe = "sk_live_4eC39HqLyjWDarjtT1zdp7dc" // gitleaks:allow`, nil},
+		{"low entropy generic", `password = "aaaaaaaaaaaaaaaa"`, nil},
+		{"generic api key", `api_key = "Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3"`, []string{"GENERIC_API_KEY"}},
+		{"prose with keywords", "The key to the house is under the mat; the token of thanks was a cake.", nil},
+		{"non-ASCII before match", "clé: ghp_" + strings.Repeat("b", 36), []string{"GITHUB_TOKEN"}},
+		{"empty", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Types(Secrets(tt.text))
+			if len(got) == 0 {
+				got = nil
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Secrets(%q) = %q, want %q", tt.text, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSecretsOffsetsAreCodePoints(t *testing.T) {
+	text := "ééé ghp_" + strings.Repeat("c", 36)
+	ms := Secrets(text)
+	if len(ms) != 1 || ms[0].Start != 4 || ms[0].End != 44 {
+		t.Fatalf("got %+v, want one match at 4-44", ms)
+	}
+}
+
+// The windowed search must find what a whole-text search finds.
+func TestSecretsWindowsMatchWholeText(t *testing.T) {
+	s := DefaultSecrets()
+	texts := []string{
+		benchCorpus(t, "prose")[:20000],
+		"line\n" + strings.Repeat("x", 300) + " api_key = \"" + strings.Repeat("Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3", 30) + "\"\nmore",
+		"-----BEGIN PRIVATE KEY-----\n" + strings.Repeat("MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi6Z5Bqo7cJ3kN8xXo\n", 40) + "-----END PRIVATE KEY-----",
+	}
+	for i, text := range texts {
+		for ri, r := range s.rules {
+			if len(r.keywords) == 0 {
+				continue
+			}
+			var hits []keywordHit
+			for _, h := range s.kw.scan(text, nil) {
+				for _, x := range s.kwRules[h.Word] {
+					if x == ri {
+						hits = append(hits, h)
+					}
+				}
+			}
+			r2 := *r
+			r2.assign = false
+			got := s.findNear(&r2, text, hits)
+			want := r.re.FindAllStringIndex(text, -1)
+			if len(got) == 0 && len(want) == 0 {
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("text %d rule %s: windows %v, whole text %v", i, r.typ, got, want)
+			}
+		}
+	}
+}
+
+func TestSecretRulesLoad(t *testing.T) {
+	s := DefaultSecrets()
+	if n := len(s.rules); n < 200 {
+		t.Errorf("%d rules loaded, want the ~220 of gitleaks", n)
+	}
+	for _, sk := range s.Skipped {
+		if !strings.Contains(sk, "file paths") && !strings.Contains(sk, "no regex") {
+			t.Errorf("unexpected skip %q", sk)
+		}
+	}
+}
+
+func TestSecretRulesErrors(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"[[rules]]\nid = \"x\"\nregex = '''(?<'''\n", "rules[0] (x).regex"},
+		{"[[rules]]\nregex = 'a'\n", "missing id"},
+		{"[[rules]]\nid = \"x\nregex = 'a'\n", "cfg.toml:2:6: unterminated string"},
+		{"[[rules]]\nid = 'x'\nregex = 'a'\nsecretGroup = 3\n", "secretGroup"},
+	}
+	for _, tt := range tests {
+		_, err := NewSecretScanner("cfg.toml", tt.src)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("NewSecretScanner(%q) error %v, want it to contain %q", tt.src, err, tt.want)
+		}
+	}
+	var te *tomlError
+	_, err := NewSecretScanner("cfg.toml", "x = \n")
+	if !errors.As(err, &te) || te.Line != 1 {
+		t.Errorf("error %v: want a *tomlError on line 1", err)
+	}
+}
+
+func FuzzSecrets(f *testing.F) {
+	f.Add("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")
+	f.Add("api_key = 'Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3'\n")
+	f.Add("aws key \"" + strings.Repeat("A", 40) + "\"")
+	f.Add("é\xffxoxb-1-2")
+	f.Fuzz(func(t *testing.T, s string) {
+		n := len([]rune(s))
+		for _, m := range Secrets(s) {
+			if m.Start < 0 || m.End > n || m.Start >= m.End {
+				t.Fatalf("bad range %+v in %q (len %d)", m, s, n)
+			}
+		}
+	})
+}
+
+func FuzzTOML(f *testing.F) {
+	f.Add(gitleaksTOML[:4000])
+	f.Add("[a]\nb = [1, 2.5, true, 'x', \"y\\u00e9\"]\n[[c.d]]\ne = '''\nf'''\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		parseTOML("fuzz.toml", s)
+	})
+}

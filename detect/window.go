@@ -1,0 +1,358 @@
+package detect
+
+import (
+	"regexp/syntax"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// The secrets scanner runs a rule's regex only in windows around the
+// occurrences of its keywords, so dense keywords (a "key" on every other
+// line of code) do not make slow regexes run over the whole text. Every
+// configured regex contains one of its keywords, so a match lies around
+// some occurrence; how far around follows from the regex (spanOf):
+//
+//   - a regex whose matches are at most L bytes long: L bytes each side;
+//   - else, if a match can contain at most N newlines: N lines each side;
+//   - else the whole text.
+//
+// When a match found in a window touches a window edge that is not an
+// edge of the text, the edge may have faked a `^`, `$` or `\b`, so that
+// side is widened and the window searched again. The result is that of a
+// whole-text search (TestSecretsWindowsMatchWholeText).
+
+const windowReach = 256
+
+// regexSpan bounds a regex's matches: maxLen bytes (-1: unbounded) and
+// maxNL newlines (-1: unbounded); pre bounds the bytes a match can have
+// before the keyword occurrence it contains (-1: unknown).
+type regexSpan struct{ maxLen, maxNL, pre int }
+
+// spanOf computes the span of pattern for a rule with keywords; on a
+// parse error it reports unbounded (the whole text is searched).
+func spanOf(pattern string, keywords []string) regexSpan {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return regexSpan{-1, -1, -1}
+	}
+	sp := spanNode(re)
+	sp.pre = preKeyword(re, keywords)
+	return sp
+}
+
+// preKeyword bounds the bytes a match of re can have before the start of
+// the first keyword it contains, or -1 when that cannot be told.
+func preKeyword(re *syntax.Regexp, keywords []string) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		lit := strings.ToLower(string(re.Rune))
+		best := -1
+		for _, k := range keywords {
+			i := strings.Index(lit, k)
+			if i < 0 && strings.HasPrefix(k, lit) {
+				i = 0 // the keyword starts here and continues after
+			}
+			if i >= 0 && (best < 0 || i > best) {
+				best = i
+			}
+		}
+		if best >= 0 && re.Flags&syntax.FoldCase != 0 {
+			best *= 4
+		}
+		return best
+	case syntax.OpCapture:
+		return preKeyword(re.Sub[0], keywords)
+	case syntax.OpConcat:
+		pre := 0
+		for _, sub := range re.Sub {
+			if p := preKeyword(sub, keywords); p >= 0 {
+				return pre + p
+			}
+			n := spanNode(sub).maxLen
+			if n < 0 {
+				return -1
+			}
+			pre += n
+		}
+		return -1
+	case syntax.OpAlternate:
+		best := -1
+		for _, sub := range re.Sub {
+			p := preKeyword(sub, keywords)
+			if p < 0 {
+				return -1
+			}
+			best = max(best, p)
+		}
+		return best
+	}
+	return -1
+}
+
+func addSpan(a, b int) int {
+	if a < 0 || b < 0 {
+		return -1
+	}
+	return a + b
+}
+
+func maxSpan(a, b int) int {
+	if a < 0 || b < 0 {
+		return -1
+	}
+	return max(a, b)
+}
+
+func spanNode(re *syntax.Regexp) regexSpan {
+	switch re.Op {
+	case syntax.OpLiteral:
+		n := 0
+		nl := 0
+		for _, r := range re.Rune {
+			n += utf8.RuneLen(r)
+			if r == '\n' {
+				nl++
+			}
+		}
+		if re.Flags&syntax.FoldCase != 0 {
+			n = 4 * len(re.Rune) // folded forms may be longer
+		}
+		return regexSpan{n, nl, 0}
+	case syntax.OpCharClass:
+		nl := 0
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			if re.Rune[i] <= '\n' && '\n' <= re.Rune[i+1] {
+				nl = 1
+			}
+		}
+		maxr := rune(0)
+		if len(re.Rune) > 0 {
+			maxr = re.Rune[len(re.Rune)-1]
+		}
+		return regexSpan{max(1, utf8.RuneLen(min(maxr, utf8.MaxRune))), nl, 0}
+	case syntax.OpAnyCharNotNL:
+		return regexSpan{4, 0, 0}
+	case syntax.OpAnyChar:
+		return regexSpan{4, 1, 0}
+	case syntax.OpCapture:
+		return spanNode(re.Sub[0])
+	case syntax.OpStar, syntax.OpPlus, syntax.OpRepeat:
+		sub := spanNode(re.Sub[0])
+		hi := -1
+		if re.Op == syntax.OpRepeat {
+			hi = re.Max
+		}
+		if hi < 0 {
+			out := regexSpan{-1, -1, 0}
+			if sub.maxNL == 0 {
+				out.maxNL = 0
+			}
+			if sub.maxLen == 0 {
+				out.maxLen = 0
+			}
+			return out
+		}
+		mul := func(a int) int {
+			if a < 0 {
+				return -1
+			}
+			return a * hi
+		}
+		return regexSpan{mul(sub.maxLen), mul(sub.maxNL), 0}
+	case syntax.OpQuest:
+		return spanNode(re.Sub[0])
+	case syntax.OpConcat:
+		out := regexSpan{}
+		for _, s := range re.Sub {
+			x := spanNode(s)
+			out.maxLen = addSpan(out.maxLen, x.maxLen)
+			out.maxNL = addSpan(out.maxNL, x.maxNL)
+		}
+		return out
+	case syntax.OpAlternate:
+		out := regexSpan{}
+		for _, s := range re.Sub {
+			x := spanNode(s)
+			out.maxLen = maxSpan(out.maxLen, x.maxLen)
+			out.maxNL = maxSpan(out.maxNL, x.maxNL)
+		}
+		return out
+	default: // empty, anchors, word boundaries
+		return regexSpan{}
+	}
+}
+
+// windowAround returns the window of a keyword occupying [ks, ke).
+func windowAround(text string, ks, ke int, sp regexSpan) window {
+	switch {
+	case sp.maxLen >= 0 && sp.pre >= 0:
+		// The match starts within pre bytes before the keyword.
+		return window{runeStart(text, max(0, ks-sp.pre)), runeEnd(text, min(len(text), ks+sp.maxLen))}
+	case sp.maxLen >= 0:
+		return window{runeStart(text, max(0, ks-sp.maxLen)), runeEnd(text, min(len(text), ke+sp.maxLen))}
+	case sp.maxNL >= 0:
+		ws := ks
+		for n := 0; n <= sp.maxNL && ws > 0; n++ {
+			ws = strings.LastIndexByte(text[:ws], '\n')
+			if ws < 0 {
+				ws = 0
+				break
+			}
+			if n < sp.maxNL {
+				continue
+			}
+			ws++
+		}
+		we := ke
+		for n := 0; n <= sp.maxNL && we < len(text); n++ {
+			i := strings.IndexByte(text[we:], '\n')
+			if i < 0 {
+				we = len(text)
+				break
+			}
+			we += i
+			if n < sp.maxNL {
+				we++
+			}
+		}
+		if sp.pre >= 0 {
+			ws = max(ws, runeStart(text, max(0, ks-sp.pre)))
+		}
+		return window{ws, we}
+	default:
+		return window{0, len(text)}
+	}
+}
+
+type window struct{ start, end int }
+
+// findNear returns the match indexes of r in text near hits, in text
+// order, without overlaps.
+func (s *SecretScanner) findNear(r *secretRule, text string, hits []keywordHit) [][]int {
+	var wins []window
+	for _, h := range hits {
+		kwStart := h.End - len(s.kw.words[h.Word])
+		if r.assign && !assignmentFollows(text, h.End) {
+			continue
+		}
+		wins = append(wins, windowAround(text, kwStart, h.End, r.span))
+	}
+	if len(wins) == 0 {
+		return nil
+	}
+	sort.Slice(wins, func(i, j int) bool { return wins[i].start < wins[j].start })
+	merged := wins[:1]
+	for _, w := range wins[1:] {
+		last := &merged[len(merged)-1]
+		if w.start < last.end {
+			last.end = max(last.end, w.end)
+		} else {
+			merged = append(merged, w)
+		}
+	}
+	var out [][]int
+	lastEnd := 0
+	for _, w := range merged {
+		if w.end <= lastEnd {
+			continue
+		}
+		w.start = max(w.start, lastEnd)
+		for grow := windowReach; ; grow *= 2 {
+			locs := r.re.FindAllStringIndex(text[w.start:w.end], -1)
+			left, right := false, false
+			for _, loc := range locs {
+				if loc[0] == 0 && w.start > lastEnd && w.start > 0 {
+					left = true
+				}
+				if loc[1] == w.end-w.start && w.end < len(text) {
+					right = true
+				}
+			}
+			if left {
+				w.start = runeStart(text, max(lastEnd, w.start-grow))
+			}
+			if right {
+				w.end = runeEnd(text, min(len(text), w.end+grow))
+			}
+			if left || right {
+				continue
+			}
+			for _, loc := range locs {
+				if loc[1] == loc[0] {
+					continue
+				}
+				loc[0] += w.start
+				loc[1] += w.start
+				out = append(out, loc)
+				lastEnd = loc[1]
+			}
+			break
+		}
+	}
+	return out
+}
+
+// assignmentFollows reports whether, after a keyword ending at i, the text
+// continues as gitleaks' template requires: up to 20 of [ \t\w.-], up to 3
+// of [\s'"], an operator, up to 5 quotes or spaces, then a run of at least
+// 10 secret characters. It is a necessary condition only; the regex
+// decides.
+func assignmentFollows(text string, i int) bool {
+	n := 0
+	for ; i < len(text) && n < 20; i++ {
+		c := text[i]
+		if !(c == ' ' || c == '\t' || c == '.' || c == '-' || isWordByte(c)) {
+			break
+		}
+		n++
+	}
+	for n = 0; i < len(text) && n < 3; i++ {
+		c := text[i]
+		if !(c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\'' || c == '"') {
+			break
+		}
+		n++
+	}
+	if i >= len(text) || strings.IndexByte("=>:|?,", text[i]) < 0 {
+		return false
+	}
+	for n = 0; i < len(text) && n < 4 && strings.IndexByte("=>:|?,", text[i]) >= 0; i++ {
+		n++
+	}
+	for n = 0; i < len(text) && n < 5; i++ {
+		c := text[i]
+		if !(c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\'' || c == '"' || c == '`') {
+			break
+		}
+		n++
+	}
+	for n = 0; i < len(text) && n < 10; i++ {
+		c := text[i]
+		if !(isWordByte(c) || c == '.' || c == '=' || c == '-' || c == '+' || c == '/') {
+			break
+		}
+		n++
+	}
+	return n >= 10
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// runeStart moves a byte offset back to the start of its rune.
+func runeStart(s string, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
+// runeEnd moves a byte offset forward to the start of the next rune.
+func runeEnd(s string, i int) int {
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return i
+}
