@@ -39,6 +39,12 @@ func Decode(data []byte) (*Trace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode trace: %w", err)
 	}
+	return decodeParsed(data, v)
+}
+
+// decodeParsed normalises v, the value ParseValue returned for data, and
+// locates errors in data.
+func decodeParsed(data []byte, v Value) (*Trace, error) {
 	t, errs := fromValue(v)
 	if len(errs) > 0 {
 		for _, e := range errs {
