@@ -1,0 +1,421 @@
+package server
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/vigilhq/vigil/ledger"
+	"github.com/vigilhq/vigil/store"
+)
+
+// This file serves the audit ledger endpoints (spec/ledger.md §10): the
+// public key, sessions and their receipts, session and run verification,
+// runs and nodes, finishing a run, and stateless verification.
+
+func (s *Server) handlePublicKey(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	writeJSON(w, http.StatusOK, map[string]string{"publicKey": ledger.PublicKeyHex(s.pub)})
+	return nil
+}
+
+// sessionForRead loads a session the caller may read (owner or admin).
+func (s *Server) sessionForRead(r *http.Request, p *principal, id string) (*store.Session, error) {
+	sess, err := s.st.GetSession(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.canWrite(p, sess.OwnerID)) {
+		return nil, notFound("Session not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func optMillis(t *time.Time) *int64 {
+	if t == nil {
+		return nil
+	}
+	ms := t.UnixMilli()
+	return &ms
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// sessionJSON is the §6.1 object.
+func sessionJSON(sess *store.Session) map[string]any {
+	var reason any
+	if len(sess.TamperReason) > 0 {
+		reason = json.RawMessage(sess.TamperReason)
+	}
+	return map[string]any{
+		"id": sess.ID, "runId": optString(sess.RunID), "name": sess.Name, "agent": sess.Agent,
+		"signer": sess.Signer, "signerPublicKey": optString(sess.SignerPublicKey), "status": sess.Status(),
+		"createdAt": millis(sess.CreatedAt), "closedAt": optMillis(sess.ClosedAt), "tamperedAt": optMillis(sess.TamperedAt),
+		"tamperReason": reason, "receiptCount": sess.ReceiptCount, "rootHash": optString(sess.RootHash),
+		"closeHash": optString(sess.CloseHash), "closeSignature": optString(sess.CloseSignature),
+	}
+}
+
+func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	sess, err := s.sessionForRead(r, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sessionJSON(sess))
+	return nil
+}
+
+// handleSessionReceipts writes {"receipts":[…],"closeHash"?} with each
+// receipt's exact stored text, which `vigil receipts verify` reads as is.
+func (s *Server) handleSessionReceipts(w http.ResponseWriter, r *http.Request, p *principal) error {
+	sess, err := s.sessionForRead(r, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	recs, err := s.st.ListReceipts(r.Context(), sess.ID, 0, 0)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"receipts":[`)
+	for i, rc := range recs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(rc.Text)
+	}
+	b.WriteByte(']')
+	if sess.ClosedAt != nil && sess.CloseHash != "" {
+		b.WriteString(`,"closeHash":`)
+		b.WriteString(strconv.Quote(sess.CloseHash))
+	}
+	b.WriteString("}\n")
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(b.Bytes())
+	return err
+}
+
+// signerKey returns the key-ring key a server-signed session verifies
+// with (nil when none matches: every receipt then fails "signature").
+func (s *Server) signerKey(sess *store.Session) ed25519.PublicKey {
+	if sess.SignerPublicKey == "" {
+		return s.pub
+	}
+	for _, k := range s.ring {
+		if ledger.PublicKeyHex(k) == sess.SignerPublicKey {
+			return k
+		}
+	}
+	return nil
+}
+
+// verifySession runs §6.4 over the stored receipts and returns the
+// result, the parsed receipts and whether signatures were checked.
+func (s *Server) verifySession(r *http.Request, sess *store.Session) (ledger.Result, []*ledger.Receipt, bool, error) {
+	recs, err := s.st.ListReceipts(r.Context(), sess.ID, 0, 0)
+	if err != nil {
+		return ledger.Result{}, nil, false, err
+	}
+	parsed := make([]*ledger.Receipt, len(recs))
+	for i, rc := range recs {
+		pr, err := ledger.ParseReceipt([]byte(rc.Text))
+		if err != nil {
+			return ledger.Result{}, nil, false, err
+		}
+		parsed[i] = pr
+	}
+	key := s.signerKey(sess)
+	opts := ledger.VerifyOptions{SessionID: sess.ID}
+	checked := true
+	if key != nil {
+		opts.PublicKey = key
+	} else {
+		// No matching key: every receipt fails "signature" (§6.4). A key
+		// that matches nothing gives exactly that.
+		opts.PublicKey = make(ed25519.PublicKey, ed25519.PublicKeySize)
+	}
+	if sess.ClosedAt != nil {
+		opts.CloseHash = sess.CloseHash
+		if opts.CloseHash == "" {
+			opts.CloseHash = "0"
+		}
+	}
+	res, err := ledger.VerifyChain(parsed, opts)
+	if err != nil {
+		return ledger.Result{}, nil, false, err
+	}
+	if sess.CloseSignature != "" && sess.ClosedAt != nil {
+		stmt, err := ledger.CloseStatement(sess.ID, opts.CloseHash, sess.ClosedAt.UnixMilli(), int(sess.ReceiptCount))
+		ok := false
+		if err == nil {
+			for _, k := range s.ring {
+				if ledger.VerifySignature(k, string(stmt), sess.CloseSignature) {
+					ok = true
+					break
+				}
+			}
+		}
+		if !ok {
+			res = res.With(ledger.VerifyError{Index: int(sess.ReceiptCount), Reason: ledger.ReasonCloseSignature})
+		}
+	}
+	return res, parsed, checked, nil
+}
+
+// markTampered records a failed verification on the session (sticky).
+func (s *Server) markTampered(r *http.Request, sess *store.Session, res ledger.Result) {
+	if res.Valid || sess.TamperedAt != nil {
+		return
+	}
+	reason, _ := json.Marshal(map[string]any{"index": res.BrokenAt, "reason": res.Reason})
+	if up, err := s.st.MarkSessionTampered(r.Context(), sess.ID, s.now(), reason); err == nil {
+		*sess = *up
+	} else {
+		s.log.Warn("mark session tampered", "session", sess.ID, "err", err)
+	}
+}
+
+// verifyJSON is a §5.3 result plus the session fields of §6.4.
+func verifyJSON(res ledger.Result, sess *store.Session, checked bool) map[string]any {
+	return map[string]any{
+		"valid": res.Valid, "brokenAt": res.BrokenAt, "reason": res.Reason, "errors": res.Errors,
+		"sessionId": sess.ID, "status": sess.Status(), "receiptCount": sess.ReceiptCount,
+		"signer": sess.Signer, "signaturesChecked": checked,
+	}
+}
+
+func (s *Server) handleSessionVerify(w http.ResponseWriter, r *http.Request, p *principal) error {
+	sess, err := s.sessionForRead(r, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	res, _, checked, err := s.verifySession(r, sess)
+	if err != nil {
+		return err
+	}
+	s.markTampered(r, sess, res)
+	writeJSON(w, http.StatusOK, verifyJSON(res, sess, checked))
+	return nil
+}
+
+// handleStatelessVerify serves POST /api/v1/ledger/verify
+// {receipts, publicKey?, closeHash?, sessionId?} → the §5.3 result.
+func (s *Server) handleStatelessVerify(w http.ResponseWriter, r *http.Request, p *principal) error {
+	body, err := s.readJSONBody(w, r)
+	if err != nil {
+		return err
+	}
+	v, err := ledger.Parse(body)
+	if err != nil {
+		return apiErr(http.StatusBadRequest, CodeInvalidJSON, "%v", err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return badRequest("request body must be an object with a receipts array")
+	}
+	list, ok := obj["receipts"].([]any)
+	if !ok {
+		return badRequest("receipts must be an array")
+	}
+	var opts ledger.VerifyOptions
+	if pk, ok := obj["publicKey"]; ok && pk != nil {
+		ps, isStr := pk.(string)
+		key, err := ledger.ParsePublicKey(ps)
+		if !isStr || err != nil {
+			return badRequest("publicKey must be 64 hex characters")
+		}
+		opts.PublicKey = key
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"closeHash", &opts.CloseHash}, {"sessionId", &opts.SessionID}} {
+		if x, ok := obj[f.name]; ok && x != nil {
+			str, isStr := x.(string)
+			if !isStr {
+				return badRequest("%s must be a string", f.name)
+			}
+			*f.dst = str
+		}
+	}
+	recs := make([]*ledger.Receipt, len(list))
+	for i, e := range list {
+		rc, err := ledger.ReceiptFromValue(e)
+		if err != nil {
+			var ie *ledger.InputError
+			if errors.As(err, &ie) {
+				ie.Index = i
+			}
+			return badRequest("%v", err)
+		}
+		recs[i] = rc
+	}
+	res, err := ledger.VerifyChain(recs, opts)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// traceForRun loads the trace of run {id} the caller owns (or admin).
+func (s *Server) traceForRun(r *http.Request, p *principal, withMessages bool) (*store.Trace, error) {
+	t, err := s.st.GetTrace(r.Context(), r.PathValue("id"), withMessages)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.canWrite(p, t.OwnerID)) {
+		return nil, notFound("Run not found")
+	}
+	return t, err
+}
+
+// runJSON is the §7.1 run object.
+func (s *Server) runJSON(r *http.Request, t *store.Trace) ledger.Run {
+	var md map[string]any
+	if v, err := ledger.Parse(objectOrEmpty(t.Metadata)); err == nil {
+		md, _ = v.(map[string]any)
+	}
+	dsName := ""
+	if t.DatasetID != "" {
+		if d, err := s.st.GetDataset(r.Context(), t.DatasetID); err == nil {
+			dsName = d.Name
+		}
+	}
+	run := ledger.Run{
+		ID: t.ID, Name: t.Name, AgentID: runAgent(md, dsName), Status: string(t.Status),
+		StartedAt: t.TimeCreated.UnixMilli(), EndedAt: optMillis(t.EndedAt), SessionID: t.SessionID,
+	}
+	if run.Status == "" {
+		run.Status = ledger.RunOpen
+	}
+	if run.SessionID == "" {
+		run.SessionID = t.ID
+	}
+	if ev, ok := md["eval"].(map[string]any); ok {
+		e := &ledger.Eval{}
+		e.Suite, _ = ev["suite"].(string)
+		e.Case, _ = ev["case"].(string)
+		run.Eval = e
+	}
+	return run
+}
+
+func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	t, err := s.traceForRun(r, p, false)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.runJSON(r, t))
+	return nil
+}
+
+// handleRunFinish serves POST /api/v1/runs/{id}/finish {status}.
+func (s *Server) handleRunFinish(w http.ResponseWriter, r *http.Request, p *principal) error {
+	var in struct {
+		Status string `json:"status"`
+	}
+	if err := s.decodeJSON(w, r, &in, true); err != nil {
+		return err
+	}
+	status := store.RunCompleted
+	switch in.Status {
+	case "", "completed":
+	case "failed":
+		status = store.RunFailed
+	default:
+		return badRequest("status must be completed or failed, got %q", in.Status)
+	}
+	t, err := s.traceForRun(r, p, false)
+	if err != nil {
+		return err
+	}
+	t, err = s.st.FinishRun(r.Context(), t.ID, status, s.now(), s.closeFunc())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.runJSON(r, t))
+	return nil
+}
+
+// handleRunNodes serves GET /api/v1/runs/{id}/nodes: the §7.2 nodes in
+// event order with children after their parent.
+func (s *Server) handleRunNodes(w http.ResponseWriter, r *http.Request, p *principal) error {
+	t, err := s.traceForRun(r, p, true)
+	if err != nil {
+		return err
+	}
+	recs, err := s.st.ListReceipts(r.Context(), t.SessionID, 0, 0)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	run := s.runJSON(r, t)
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": buildNodes(run, t.Messages, recs)})
+	return nil
+}
+
+// handleRunVerify serves GET /api/v1/runs/{id}/verify: session
+// verification plus the binding checks of §7.5.
+func (s *Server) handleRunVerify(w http.ResponseWriter, r *http.Request, p *principal) error {
+	t, err := s.traceForRun(r, p, true)
+	if err != nil {
+		return err
+	}
+	sess, err := s.st.GetSession(r.Context(), t.SessionID)
+	if err != nil {
+		return err
+	}
+	res, parsed, checked, err := s.verifySession(r, sess)
+	if err != nil {
+		return err
+	}
+	nE, nR := len(t.Messages), len(parsed)
+	var extra []ledger.VerifyError
+	for i := 0; i < min(nE, nR); i++ {
+		if !receiptBinds(parsed[i], t.ID, i, t.Messages[i]) {
+			extra = append(extra, ledger.VerifyError{Index: i, Reason: ledger.ReasonEventMismatch})
+		}
+	}
+	if nE > nR {
+		extra = append(extra, ledger.VerifyError{Index: nR, Reason: ledger.ReasonMissingReceipt})
+	} else if nR > nE {
+		extra = append(extra, ledger.VerifyError{Index: nE, Reason: ledger.ReasonMissingEvent})
+	}
+	if len(extra) > 0 {
+		res = res.With(extra...)
+	}
+	s.markTampered(r, sess, res)
+	writeJSON(w, http.StatusOK, verifyJSON(res, sess, checked))
+	return nil
+}
+
+// receiptBinds reports whether receipt rc's input carries run runID,
+// index i, the stored node ids of m and an event canonically equal to m.
+func receiptBinds(rc *ledger.Receipt, runID string, i int, m store.Message) bool {
+	in, ok := rc.Input.(map[string]any)
+	if !ok {
+		return false
+	}
+	if in["runId"] != runID || in["index"] != float64(i) {
+		return false
+	}
+	ids, ok := in["nodeIds"].([]any)
+	if !ok || len(ids) != len(m.NodeIDs) {
+		return false
+	}
+	for k, id := range ids {
+		if id != m.NodeIDs[k] {
+			return false
+		}
+	}
+	got, err1 := ledger.Marshal(in["event"])
+	want, err2 := ledger.Canonicalize(m.Data)
+	return err1 == nil && err2 == nil && bytes.Equal(got, want)
+}

@@ -1,0 +1,189 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/vigilhq/vigil/store"
+)
+
+// access is the minimum credential an endpoint needs (explorer-api §1.3).
+type access int
+
+const (
+	accessNone   access = iota // no credential needed, none checked beyond a bad header
+	accessPublic               // anonymous or any key
+	accessAnon                 // anonymous (public data) or a key with read scope
+	accessAny                  // any valid key, any scope
+	accessRead                 // read, full or admin
+	accessIngest               // ingest, full or admin
+	accessFull                 // full or admin
+	accessAdmin                // admin
+)
+
+// principal is an authenticated caller. A nil *principal is anonymous.
+type principal struct {
+	User *store.User
+	Key  *store.APIKey
+}
+
+func (p *principal) scope() string {
+	if p == nil || p.Key == nil {
+		return ""
+	}
+	return p.Key.Scope
+}
+
+func (p *principal) isAdmin() bool {
+	return p != nil && p.Key != nil && p.Key.Scope == store.ScopeAdmin && p.User.Role == store.RoleAdmin
+}
+
+// allows reports whether p's scope grants a.
+func (p *principal) allows(a access) bool {
+	switch a {
+	case accessNone, accessPublic:
+		return true
+	case accessAnon:
+		return p == nil || p.allows(accessRead)
+	}
+	if p == nil {
+		return false
+	}
+	sc := p.scope()
+	switch a {
+	case accessAny:
+		return true
+	case accessRead:
+		return sc == store.ScopeRead || sc == store.ScopeFull || sc == store.ScopeAdmin
+	case accessIngest:
+		return sc == store.ScopeIngest || sc == store.ScopeFull || sc == store.ScopeAdmin
+	case accessFull:
+		return sc == store.ScopeFull || sc == store.ScopeAdmin
+	case accessAdmin:
+		return sc == store.ScopeAdmin
+	}
+	return false
+}
+
+var accessNames = map[access]string{accessAnon: "read", accessRead: "read", accessIngest: "ingest", accessFull: "full", accessAdmin: "admin"}
+
+// authCacheTTL bounds how long a resolved key stays cached
+// (explorer-api §1.3: at most 60 s; revocation evicts at once).
+const authCacheTTL = 60 * time.Second
+
+type cachedPrincipal struct {
+	p         *principal
+	expires   time.Time
+	lastTouch time.Time
+}
+
+var errInvalidKey = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Detail: "Invalid API key"}
+
+// authenticate resolves the request's credential. No Authorization header
+// gives (nil, nil); an unknown, revoked or expired key, or one whose user
+// is disabled, gives errInvalidKey.
+func (s *Server) authenticate(r *http.Request) (*principal, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return nil, nil
+	}
+	scheme, key, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
+		return nil, errInvalidKey
+	}
+	key = strings.TrimSpace(key)
+	hash := store.HashKey(key)
+	now := s.now()
+	if v, ok := s.authCache.Load(hash); ok {
+		c := v.(*cachedPrincipal)
+		if now.Before(c.expires) && (c.p.Key.ExpiresAt == nil || now.Before(*c.p.Key.ExpiresAt)) {
+			return c.p, nil
+		}
+		s.authCache.Delete(hash)
+	}
+	k, err := s.st.GetAPIKeyByHash(r.Context(), hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errInvalidKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up API key: %w", err)
+	}
+	if k.RevokedAt != nil || (k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)) {
+		return nil, errInvalidKey
+	}
+	u, err := s.st.GetUser(r.Context(), k.OwnerID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errInvalidKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up key owner: %w", err)
+	}
+	if u.Disabled {
+		return nil, errInvalidKey
+	}
+	p := &principal{User: u, Key: k}
+	c := &cachedPrincipal{p: p, expires: now.Add(authCacheTTL)}
+	if k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= time.Minute {
+		c.lastTouch = now
+		// Best effort: a failed touch must not fail the request.
+		if err := s.st.TouchAPIKey(context.WithoutCancel(r.Context()), k.ID, now); err != nil {
+			s.log.Warn("touch API key", "key_id", k.ID, "err", err)
+		}
+	}
+	s.authCache.Store(hash, c)
+	return p, nil
+}
+
+// forgetKey evicts a key from the principal cache (on revocation).
+func (s *Server) forgetKey(hash string) { s.authCache.Delete(hash) }
+
+// forgetUser evicts every cached key of a user (on disable).
+func (s *Server) forgetUser(userID string) {
+	s.authCache.Range(func(k, v any) bool {
+		if v.(*cachedPrincipal).p.User.ID == userID {
+			s.authCache.Delete(k)
+		}
+		return true
+	})
+}
+
+// generateKey returns a new key: "vgl-" + 64 lowercase hex characters.
+func generateKey() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generate API key: %w", err)
+	}
+	return "vgl-" + hex.EncodeToString(b[:]), nil
+}
+
+// validateImportedKey checks a key given from outside (VIGIL_API_KEY): 20
+// to 256 printable ASCII characters without whitespace.
+func validateImportedKey(k string) error {
+	if len(k) < 20 || len(k) > 256 {
+		return fmt.Errorf("an API key must be 20 to 256 characters, got %d", len(k))
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] <= ' ' || k[i] > '~' {
+			return fmt.Errorf("an API key must be printable ASCII without whitespace (byte %d)", i)
+		}
+	}
+	return nil
+}
+
+// newKeyRow returns the stored form of plaintext key.
+func newKeyRow(plain, name, scope, ownerID string) *store.APIKey {
+	return &store.APIKey{
+		Hash:    store.HashKey(plain),
+		Prefix:  plain[:min(8, len(plain))],
+		Last4:   plain[max(0, len(plain)-4):],
+		Name:    name,
+		Scope:   scope,
+		OwnerID: ownerID,
+	}
+}

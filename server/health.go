@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"store": "ok", "migrations": "ok", "trace_writer": "ok"}
+	ok := true
+	if err := s.st.Ping(ctx); err != nil {
+		checks["store"], ok = err.Error(), false
+	}
+	if _, err := s.st.SchemaVersion(ctx); err != nil {
+		checks["migrations"], ok = err.Error(), false
+	}
+	if !ok {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "checks": checks})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": checks})
+	return nil
+}
+
+func (s *Server) handleHello(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	writeJSON(w, http.StatusOK, map[string]string{"message": "Hello v1"})
+	return nil
+}
+
+func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	sv, err := s.st.SchemaVersion(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"version": s.version, "commit": vcsCommit(), "go": runtime.Version(),
+		"store": s.st.Kind(), "schema_version": sv,
+	})
+	return nil
+}
+
+// handleMetrics serves the Prometheus text format to the metrics token, an
+// admin key, or everyone when metrics are public.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	if !s.cfg.MetricsPublic {
+		tok := strings.TrimSpace(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+		if s.cfg.MetricsToken == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.MetricsToken)) != 1 {
+			p, err := s.authenticate(r)
+			if err != nil {
+				return err
+			}
+			if !p.isAdmin() {
+				return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Detail: "metrics need the metrics token or an admin key"}
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	return s.metrics.Write(w)
+}
+
+// vcsCommit returns the VCS revision the binary was built from, or "".
+func vcsCommit() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			return s.Value
+		}
+	}
+	return ""
+}

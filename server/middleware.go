@@ -1,0 +1,256 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// handlerFunc is an API handler. p is the authenticated caller (nil for
+// anonymous). A returned error is written in the one error shape.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p *principal) error
+
+// statusWriter records the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status  int
+	written bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.written {
+		w.status, w.written = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.written {
+		w.status, w.written = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers flush through the wrapper.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// handle registers h for pattern behind auth, metrics and error writing.
+func (s *Server) handle(mux *http.ServeMux, pattern string, a access, h handlerFunc) {
+	route := pattern
+	if _, path, ok := strings.Cut(pattern, " "); ok {
+		route = path
+	}
+	method, _, _ := strings.Cut(pattern, " ")
+	mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			code := sw.status
+			if !sw.written {
+				code = http.StatusOK
+			}
+			s.metrics.Add("vigil_http_requests_total", 1, route, method, strconv.Itoa(code))
+			s.metrics.Observe("vigil_http_request_duration_seconds", time.Since(start).Seconds(), route)
+		}()
+		err := s.serveAuthed(sw, r, a, h)
+		if err != nil {
+			if sw.written {
+				// Too late for an error body (a stream broke); the client
+				// sees a truncated response.
+				s.log.Warn("request failed after response started", "route", route, "err", err)
+				return
+			}
+			writeError(sw, r, s.log, err)
+		}
+	}))
+}
+
+func (s *Server) serveAuthed(w http.ResponseWriter, r *http.Request, a access, h handlerFunc) error {
+	if a == accessNone {
+		return h(w, r, nil)
+	}
+	p, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	if !p.allows(a) {
+		if p == nil {
+			return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Detail: "Missing API key"}
+		}
+		return apiErr(http.StatusForbidden, CodeForbidden, "API key scope %q does not allow this request (needs %s)", p.scope(), accessNames[a])
+	}
+	return h(w, r, p)
+}
+
+// recoverMiddleware turns a panic into a 500 JSON response and a log line;
+// the server keeps running.
+func (s *Server) recoverMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				writeError(w, r, s.log, &Error{Status: http.StatusInternalServerError, Code: CodeInternal,
+					Detail: "internal server error", Err: fmt.Errorf("panic: %v", v)})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// body returns the request body limited to limit bytes (413 beyond),
+// gunzipped when Content-Encoding is gzip (the limit then applies to the
+// decompressed bytes as well).
+func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.Reader, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	switch strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))) {
+	case "", "identity":
+		return rd, nil
+	case "gzip":
+		zr, err := gzip.NewReader(rd)
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, err
+			}
+			return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "invalid gzip body: %v", err)
+		}
+		return &limitedReader{r: zr, n: limit}, nil
+	default:
+		return nil, apiErr(http.StatusUnsupportedMediaType, CodeUnsupportedMedia,
+			"unsupported Content-Encoding %q (use gzip or none)", r.Header.Get("Content-Encoding"))
+	}
+}
+
+// limitedReader fails with *http.MaxBytesError after n bytes.
+type limitedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, &http.MaxBytesError{Limit: l.n}
+	}
+	if int64(len(p)) > l.n+1 {
+		p = p[:l.n+1]
+	}
+	n, err := l.r.Read(p)
+	if int64(n) > l.n {
+		return int(l.n), &http.MaxBytesError{Limit: l.n}
+	}
+	l.n -= int64(n)
+	return n, err
+}
+
+// readJSONBody reads the whole (limited) JSON body.
+func (s *Server) readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rd, err := s.body(w, r, s.maxJSON)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= s.maxJSON {
+		buf.Grow(int(r.ContentLength))
+	}
+	if _, err := buf.ReadFrom(rd); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+				Detail: fmt.Sprintf("request body larger than %d bytes", s.maxJSON)}
+		}
+		return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "read request body: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeJSON reads the body into v. An empty body is an error unless
+// allowEmpty.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
+	b, err := s.readJSONBody(w, r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return apiErr(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; expected a JSON object")
+	}
+	return unmarshalBody(b, v)
+}
+
+// unmarshalBody decodes b into v, turning decode errors into 400s that
+// name the offset or the field.
+func unmarshalBody(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			line, col := lineCol(b, int(se.Offset))
+			return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON,
+				Detail: fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, se),
+				Extra:  map[string]any{"line": line, "position": se.Offset}}
+		case errors.As(err, &te):
+			field := te.Field
+			if field == "" {
+				return apiErr(http.StatusBadRequest, CodeInvalidRequest, "request body must be a JSON %s, got %s", goKind(te.Type.Kind().String()), te.Value)
+			}
+			return apiErr(http.StatusBadRequest, CodeInvalidRequest, "%s must be %s, got %s", field, goKind(te.Type.Kind().String()), te.Value)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return apiErr(http.StatusBadRequest, CodeInvalidJSON, "invalid JSON: unexpected end of input")
+		}
+		return apiErr(http.StatusBadRequest, CodeInvalidJSON, "invalid JSON: %v", err)
+	}
+	return nil
+}
+
+func goKind(k string) string {
+	switch k {
+	case "map", "struct":
+		return "an object"
+	case "slice", "array":
+		return "a list"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "int", "int64", "float64", "int32", "uint", "uint64":
+		return "a number"
+	}
+	return k
+}
+
+// lineCol returns the 1-based line and column of byte offset off in b.
+func lineCol(b []byte, off int) (int, int) {
+	if off > len(b) {
+		off = len(b)
+	}
+	line, col := 1, 1
+	for _, c := range b[:off] {
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}

@@ -1,0 +1,334 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/vigilhq/vigil/store"
+)
+
+// handlePush serves POST /api/v1/push/trace (explorer-api §3.1).
+func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal) error {
+	body, err := s.readJSONBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := parsePush(body)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	var warn warnings
+	traces := make([]store.NewTrace, len(req.messages))
+	tools := map[string]*store.ToolUse{}
+	nEvents := 0
+	for i, raw := range req.messages {
+		pe, err := prepareTrace(raw, ingestOptions{traceIdx: i}, &warn)
+		if err != nil {
+			return err
+		}
+		mergeTools(tools, pe.tools)
+		nt := store.NewTrace{ID: store.NewID(), Messages: pe.messages, TimeCreated: now, KeyID: p.Key.ID}
+		if i < len(req.metadata) {
+			if err := applyTraceMetadata(&nt, req.metadata[i], i); err != nil {
+				return err
+			}
+		}
+		if i < len(req.annotations) {
+			anns, err := newAnnotations(req.annotations[i], p, i)
+			if err != nil {
+				return err
+			}
+			resolveAnnotations(pe.decoded, anns)
+			nt.Annotations = anns
+		}
+		nEvents += len(pe.messages)
+		nt.Session = s.newSession(p.User.ID, &nt, req.dataset)
+		traces[i] = nt
+	}
+	sreq := store.PushRequest{
+		OwnerID:            p.User.ID,
+		DatasetName:        req.dataset,
+		CreateIfMissing:    true,
+		NewDatasetMetadata: createdOnMetadata(now),
+		Traces:             traces,
+		Tools:              toolList(tools),
+		Seal:               s.sealFunc(req.dataset),
+	}
+	res, err := s.st.PushTraces(r.Context(), sreq)
+	if err != nil {
+		return err
+	}
+	s.metrics.Add("vigil_ingest_traces_total", uint64(len(traces)), "push")
+	s.metrics.Add("vigil_ingest_messages_total", uint64(nEvents), "push")
+	out := pushResponse{ID: make([]string, len(res.Traces)), Username: p.User.Username, MessageIDs: make([][]string, len(res.Traces)), Warnings: warn}
+	for i, t := range res.Traces {
+		out.ID[i] = t.ID
+		ids := make([]string, len(traces[i].Messages))
+		for j, m := range traces[i].Messages {
+			ids[j] = m.ID
+		}
+		out.MessageIDs[i] = ids
+	}
+	if req.dataset != "" {
+		out.Dataset = req.dataset
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+type pushResponse struct {
+	ID         []string   `json:"id"`
+	Dataset    string     `json:"dataset,omitempty"`
+	Username   string     `json:"username"`
+	MessageIDs [][]string `json:"message_ids"`
+	Warnings   warnings   `json:"warnings,omitempty"`
+}
+
+// pushRequest is a validated push body.
+type pushRequest struct {
+	messages    []json.RawMessage   // one JSON array per trace
+	annotations [][]json.RawMessage // nil or one list per trace
+	metadata    []json.RawMessage   // nil or one object (or null) per trace
+	dataset     string
+}
+
+// parsePush validates a push body with Invariant's texts
+// (explorer-api §3.1).
+func parsePush(body []byte) (*pushRequest, error) {
+	var top map[string]json.RawMessage
+	if err := unmarshalBody(body, &top); err != nil {
+		return nil, err
+	}
+	if top == nil {
+		return nil, badRequest("request body must be a JSON object")
+	}
+	req := &pushRequest{}
+	if isBlank(top["messages"]) || json.Unmarshal(top["messages"], &req.messages) != nil {
+		return nil, badRequest("messages must be a list of traces")
+	}
+	if len(req.messages) == 0 {
+		return nil, badRequest("messages must not be empty")
+	}
+	for i, m := range req.messages {
+		if !isJSONArray(m) {
+			return nil, errNotObjects(i)
+		}
+	}
+	if raw := top["annotations"]; !isBlank(raw) {
+		var lists []json.RawMessage
+		if json.Unmarshal(raw, &lists) != nil {
+			return nil, badRequest("annotations must be a list of annotations")
+		}
+		if len(lists) != len(req.messages) {
+			return nil, badRequest("annotations must be the same length as messages")
+		}
+		req.annotations = make([][]json.RawMessage, len(lists))
+		for i, l := range lists {
+			if isBlank(l) {
+				continue
+			}
+			if json.Unmarshal(l, &req.annotations[i]) != nil {
+				return nil, badRequest("annotations must be a list of annotations")
+			}
+		}
+	}
+	if raw := top["metadata"]; !isBlank(raw) {
+		if json.Unmarshal(raw, &req.metadata) != nil {
+			return nil, badRequest("metadata must be a list of metadata")
+		}
+		if len(req.metadata) != len(req.messages) {
+			return nil, badRequest("metadata must be the same length as messages")
+		}
+	}
+	if raw := top["dataset"]; !isBlank(raw) {
+		if json.Unmarshal(raw, &req.dataset) != nil {
+			return nil, badRequest("dataset name must be a string")
+		}
+		if !validDatasetName(req.dataset) {
+			return nil, errDatasetName()
+		}
+	}
+	return req, nil
+}
+
+func isJSONArray(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '[':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// applyTraceMetadata sets a new trace's metadata, name and hierarchy path
+// from one push metadata entry (null or an object). Invariant's "uploader"
+// key is dropped.
+func applyTraceMetadata(nt *store.NewTrace, raw json.RawMessage, i int) error {
+	if isBlank(raw) {
+		return nil
+	}
+	var md map[string]json.RawMessage
+	if json.Unmarshal(raw, &md) != nil || md == nil {
+		return badRequest("metadata must be a list of metadata (entry %d is not an object)", i)
+	}
+	delete(md, "uploader")
+	if v, ok := md["name"]; ok && !isBlank(v) {
+		var name string
+		if json.Unmarshal(v, &name) == nil {
+			nt.Name = name
+		}
+	}
+	if v, ok := md["hierarchy_path"]; ok && !isBlank(v) {
+		var hp []string
+		if json.Unmarshal(v, &hp) == nil {
+			nt.HierarchyPath = hp
+		}
+	}
+	b, err := json.Marshal(md)
+	if err != nil {
+		return err
+	}
+	nt.Metadata = b
+	return nil
+}
+
+func createdOnMetadata(now time.Time) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"created_on": now.UTC().Format("2006-01-02 15:04:05")})
+	return b
+}
+
+// handleAppend serves POST /api/v1/trace/{id}/messages (explorer-api §3.2).
+func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request, p *principal) error {
+	body, err := s.readJSONBody(w, r)
+	if err != nil {
+		return err
+	}
+	var top map[string]json.RawMessage
+	if err := unmarshalBody(body, &top); err != nil {
+		return err
+	}
+	var events []json.RawMessage
+	if top == nil || isBlank(top["messages"]) || json.Unmarshal(top["messages"], &events) != nil || len(events) == 0 {
+		return badRequest("Invalid messages format - expected a non-empty list of dictionaries")
+	}
+	for _, e := range events {
+		var o map[string]json.RawMessage
+		if json.Unmarshal(e, &o) != nil || o == nil {
+			return badRequest("Invalid messages format - expected a non-empty list of dictionaries")
+		}
+	}
+	var annRaw []json.RawMessage
+	if raw := top["annotations"]; !isBlank(raw) {
+		if json.Unmarshal(raw, &annRaw) != nil {
+			return badRequest("Invalid annotations format - expected a list of dictionaries or an empty list")
+		}
+		for _, a := range annRaw {
+			var o map[string]json.RawMessage
+			if json.Unmarshal(a, &o) != nil || o == nil {
+				return badRequest("Invalid annotations format - expected a list of dictionaries or an empty list")
+			}
+		}
+	}
+	id := r.PathValue("id")
+	t, err := s.st.GetTrace(r.Context(), id, true)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.canWrite(p, t.OwnerID)) {
+		return notFound("Trace not found")
+	}
+	if err != nil {
+		return err
+	}
+	used := make(map[string]bool, len(t.Messages)+len(events))
+	for _, m := range t.Messages {
+		used[m.ID] = true
+	}
+	now := s.now()
+	var warn warnings
+	// New messages are stably sorted by timestamp among themselves
+	// (events without one get the request time) and appended after the
+	// existing ones.
+	raw := append(append([]byte{'['}, joinRaw(events)...), ']')
+	pe, err := prepareTrace(raw, ingestOptions{firstIndex: len(t.Messages), usedIDs: used, strictTimestamps: true, defaultTime: now}, &warn)
+	if err != nil {
+		return err
+	}
+	msgs := sortByTimestamp(pe.messages)
+	anns, err := newAnnotations(annRaw, p, 0)
+	if err != nil {
+		return err
+	}
+	dsName := ""
+	if t.DatasetID != "" {
+		if d, err := s.st.GetDataset(r.Context(), t.DatasetID); err == nil {
+			dsName = d.Name
+		}
+	}
+	res, err := s.st.AppendEvents(r.Context(), store.AppendRequest{
+		TraceID: id, Messages: msgs, Annotations: anns, Tools: toolList(pe.tools), Time: now, Seal: s.sealFunc(dsName),
+	})
+	if err != nil {
+		return err
+	}
+	s.metrics.Add("vigil_ingest_traces_total", 1, "append")
+	s.metrics.Add("vigil_ingest_messages_total", uint64(len(msgs)), "append")
+	ids := make([]string, len(res.Messages))
+	for i, m := range res.Messages {
+		ids[i] = m.ID
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "message_ids": ids, "warnings": nonNil(warn)})
+	return nil
+}
+
+func nonNil(w warnings) warnings {
+	if w == nil {
+		return warnings{}
+	}
+	return w
+}
+
+func joinRaw(list []json.RawMessage) []byte {
+	var b []byte
+	for i, x := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, x...)
+	}
+	return b
+}
+
+// sortByTimestamp stably sorts appended messages by their timestamp
+// (all carry one after prepareTrace; numbers are milliseconds).
+func sortByTimestamp(msgs []store.Message) []store.Message {
+	type keyed struct {
+		t time.Time
+		m store.Message
+	}
+	ks := make([]keyed, len(msgs))
+	for i, m := range msgs {
+		var v struct {
+			Timestamp any `json:"timestamp"`
+		}
+		_ = json.Unmarshal(m.Data, &v)
+		switch ts := v.Timestamp.(type) {
+		case string:
+			ks[i].t, _ = parseInputTime(ts)
+		case float64:
+			ks[i].t = time.UnixMilli(int64(ts))
+		}
+		ks[i].m = m
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int { return a.t.Compare(b.t) })
+	out := make([]store.Message, len(ks))
+	for i, k := range ks {
+		out[i] = k.m
+	}
+	return out
+}

@@ -1,0 +1,75 @@
+package server
+
+import "net/http"
+
+// routes is the whole route table (Go 1.22+ method patterns). Later issues
+// add guardrails, findings, search, OTLP, the gateway and the UI here.
+func (s *Server) routes(mux *http.ServeMux) {
+	// Health, version, metrics (explorer-api §14).
+	s.handle(mux, "GET /healthz", accessNone, s.handleHealthz)
+	s.handle(mux, "GET /readyz", accessNone, s.handleReadyz)
+	s.handle(mux, "GET /api/v1/{$}", accessNone, s.handleHello)
+	s.handle(mux, "GET /api/v1/version", accessNone, s.handleVersion)
+	s.handle(mux, "GET /metrics", accessNone, s.handleMetrics)
+	s.handle(mux, "GET /api/v1/metrics", accessNone, s.handleMetrics)
+
+	// Push and append (§3).
+	s.handle(mux, "POST /api/v1/push/trace", accessIngest, s.handlePush)
+	s.handle(mux, "POST /api/v1/trace/{id}/messages", accessIngest, s.handleAppend)
+
+	// Datasets (§4).
+	s.handle(mux, "POST /api/v1/dataset/create", accessFull, s.handleDatasetCreate)
+	s.handle(mux, "POST /api/v1/dataset/upload", accessFull, s.handleUpload)
+	s.handle(mux, "GET /api/v1/dataset/list", accessAnon, s.handleDatasetList)
+	s.handle(mux, "GET /api/v1/dataset/list/byuser/{username}", accessPublic, s.handleDatasetListByUser)
+	s.handle(mux, "GET /api/v1/dataset/byid/{id}", accessAnon, s.handleDatasetGet)
+	s.handle(mux, "GET /api/v1/dataset/byuser/{username}/{name}", accessAnon, s.handleDatasetGet)
+	s.handle(mux, "PUT /api/v1/dataset/byid/{id}", accessFull, s.handleDatasetUpdate)
+	s.handle(mux, "PUT /api/v1/dataset/byuser/{username}/{name}", accessFull, s.handleDatasetUpdate)
+	s.handle(mux, "DELETE /api/v1/dataset/byid/{id}", accessFull, s.handleDatasetDelete)
+	s.handle(mux, "DELETE /api/v1/dataset/byuser/{username}/{name}", accessFull, s.handleDatasetDelete)
+	s.handle(mux, "GET /api/v1/dataset/byid/{id}/traces", accessAnon, s.handleDatasetTraces)
+	s.handle(mux, "GET /api/v1/dataset/byuser/{username}/{name}/traces", accessAnon, s.handleDatasetTraces)
+	s.handle(mux, "GET /api/v1/dataset/byid/{id}/download", accessAnon, s.handleExport)
+	s.handle(mux, "GET /api/v1/dataset/byid/{id}/download/annotated", accessAnon, s.handleExport)
+	s.handle(mux, "GET /api/v1/dataset/metadata/{name}", accessAny, s.handleMetadataGet)
+	s.handle(mux, "PUT /api/v1/dataset/metadata/{name}", accessAny, s.handleMetadataPut)
+
+	// Traces (§5).
+	s.handle(mux, "GET /api/v1/trace/{id}", accessAnon, s.handleTraceGet)
+	s.handle(mux, "DELETE /api/v1/trace/{id}", accessFull, s.handleTraceDelete)
+	s.handle(mux, "GET /api/v1/trace/{id}/download", accessAnon, s.handleTraceDownload)
+
+	// Annotations (§6).
+	s.handle(mux, "POST /api/v1/trace/{id}/annotate", accessFull, s.handleAnnotate)
+	s.handle(mux, "GET /api/v1/trace/{id}/annotations", accessAnon, s.handleAnnotationList)
+	s.handle(mux, "PUT /api/v1/trace/{id}/annotation/{aid}", accessFull, s.handleAnnotationUpdate)
+	s.handle(mux, "DELETE /api/v1/trace/{id}/annotation/{aid}", accessFull, s.handleAnnotationDelete)
+	s.handle(mux, "POST /api/v1/trace/{id}/annotations/update", accessFull, s.handleAnnotationsReplace)
+
+	// Identity and keys (§12).
+	s.handle(mux, "GET /api/v1/user/identity", accessAny, s.handleIdentity)
+	s.handle(mux, "GET /api/v1/user/info", accessPublic, s.handleUserInfo)
+	s.handle(mux, "POST /api/v1/keys/create", accessFull, s.handleKeyCreate)
+	s.handle(mux, "GET /api/v1/keys/list", accessFull, s.handleKeyList)
+	s.handle(mux, "DELETE /api/v1/keys/{id}", accessFull, s.handleKeyRevoke)
+
+	// Audit ledger (ledger.md §10).
+	s.handle(mux, "GET /api/v1/ledger/public-key", accessNone, s.handlePublicKey)
+	s.handle(mux, "GET /api/v1/ledger/sessions/{id}", accessRead, s.handleSessionGet)
+	s.handle(mux, "GET /api/v1/ledger/sessions/{id}/receipts", accessRead, s.handleSessionReceipts)
+	s.handle(mux, "GET /api/v1/ledger/sessions/{id}/verify", accessRead, s.handleSessionVerify)
+	s.handle(mux, "POST /api/v1/ledger/verify", accessAny, s.handleStatelessVerify)
+	s.handle(mux, "GET /api/v1/runs/{id}", accessRead, s.handleRunGet)
+	s.handle(mux, "GET /api/v1/runs/{id}/nodes", accessRead, s.handleRunNodes)
+	s.handle(mux, "GET /api/v1/runs/{id}/verify", accessRead, s.handleRunVerify)
+	s.handle(mux, "POST /api/v1/runs/{id}/finish", accessIngest, s.handleRunFinish)
+
+	// Unknown API paths get a JSON 404 (the UI will own the rest).
+	s.handle(mux, "/api/", accessNone, s.handleAPINotFound)
+	s.handle(mux, "/", accessNone, s.handleAPINotFound)
+}
+
+func (s *Server) handleAPINotFound(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	return notFound("no such endpoint: %s %s", r.Method, r.URL.Path)
+}
