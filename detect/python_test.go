@@ -1,0 +1,67 @@
+package detect
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestPythonCode(t *testing.T) {
+	tests := []struct {
+		name     string
+		src      string
+		imports  []string
+		builtins []string
+		calls    []string
+		syntax   string // substring of the error message; "" = no error
+	}{
+		{name: "conformance imports", src: "import os\nimport sys\nimport numpy as np\nfrom sklearn import svm\n",
+			imports: []string{"os", "sys", "numpy", "sklearn"}},
+		{name: "dotted and multiple", src: "import a.b.c, d as e\nfrom .pkg.mod import (x,\n  y)\nfrom . import z\n",
+			imports: []string{"a.b.c", "d", ".pkg.mod", "."}},
+		{name: "calls and builtins", src: "import os\nx = len([1])\nos.system('ls')\nprint(x, sep='')\nos.system('pwd')\n",
+			imports: []string{"os"}, builtins: []string{"len", "print"}, calls: []string{"len", "os.system", "print"}},
+		{name: "attribute named like builtin is no builtin", src: "obj.print(1)\nf(len=3)\n", calls: []string{"obj.print", "f"}},
+		{name: "def and params", src: "def open(file, mode='r'):\n    return max(file)\n", builtins: []string{"max"}, calls: []string{"max"}},
+		{name: "strings hide code", src: "s = \"import os; eval('x')\"\nt = '''\nexec(1)\n'''\n"},
+		{name: "async def and one-line bodies", src: "async def f():\n    if x: return 1\n    else: return 2\n"},
+		{name: "unterminated string", src: "x = 'abc\n", syntax: "unterminated string literal"},
+		{name: "unclosed bracket", src: "print((1, 2)\n", syntax: "was never closed", builtins: []string{"print"}, calls: []string{"print"}},
+		{name: "missing colon", src: "if x\n    y = 1\n", syntax: "expected ':'"},
+		{name: "missing block", src: "for i in x:\nprint(i)\n", syntax: "expected an indented block", builtins: []string{"print"}, calls: []string{"print"}},
+		{name: "bad dedent", src: "if x:\n        a = 1\n    b = 2\n", syntax: "unindent"},
+		{name: "unexpected indent", src: "a = 1\n    b = 2\n", syntax: "unexpected indent"},
+		{name: "prose is not python", src: "Hello, how are you? I'm fine.", syntax: "invalid character"},
+		{name: "empty", src: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := PythonCode(tt.src)
+			if !reflect.DeepEqual(r.Imports, tt.imports) {
+				t.Errorf("imports %q, want %q", r.Imports, tt.imports)
+			}
+			if !reflect.DeepEqual(r.Builtins, tt.builtins) {
+				t.Errorf("builtins %q, want %q", r.Builtins, tt.builtins)
+			}
+			if !reflect.DeepEqual(r.FunctionCalls, tt.calls) {
+				t.Errorf("calls %q, want %q", r.FunctionCalls, tt.calls)
+			}
+			if r.SyntaxError != (tt.syntax != "") || !strings.Contains(r.SyntaxErrorMessage, tt.syntax) {
+				t.Errorf("syntax error %v %q, want %q", r.SyntaxError, r.SyntaxErrorMessage, tt.syntax)
+			}
+		})
+	}
+}
+
+func FuzzPython(f *testing.F) {
+	f.Add("import os\nfrom a.b import c\nprint(len(x))\n")
+	f.Add("def f(a, b=1):\n\tif a:\n\t\treturn '''x\n'''\n")
+	f.Add("x = (\\\n1")
+	f.Add("é = 'ü'\r\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		r := PythonCode(s)
+		if r.SyntaxError && r.SyntaxErrorMessage == "" {
+			t.Fatal("syntax error without message")
+		}
+	})
+}

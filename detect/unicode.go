@@ -1,0 +1,70 @@
+package detect
+
+import (
+	"unicode"
+)
+
+// unicodeCategoryNames are the two-letter general categories that Go's
+// unicode tables define; a code point in none of them is unassigned (Cn).
+// Cs cannot occur: Go strings decode invalid UTF-8 to U+FFFD (So), and
+// the policy language has no lone surrogates (§6.1).
+var unicodeCategoryNames = []string{
+	"Ll", "Lu", "Lo", "Lm", "Lt",
+	"Mn", "Mc", "Me",
+	"Nd", "Nl", "No",
+	"Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po",
+	"Sm", "Sc", "Sk", "So",
+	"Zs", "Zl", "Zp",
+	"Cc", "Cf", "Co",
+}
+
+var asciiCategory [128]string
+
+func init() {
+	for c := rune(0); c < 128; c++ {
+		asciiCategory[c] = categoryOf(c)
+	}
+}
+
+func categoryOf(r rune) string {
+	if r < 128 && asciiCategory[r] != "" {
+		return asciiCategory[r]
+	}
+	for _, name := range unicodeCategoryNames {
+		if unicode.Is(unicode.Categories[name], r) {
+			return name
+		}
+	}
+	return "Cn"
+}
+
+// Category returns the two-letter Unicode general category of r, "Cn" for
+// unassigned code points (Go's tables, Unicode 15).
+func Category(r rune) string { return categoryOf(r) }
+
+// Unicode returns one match per code point of text whose general category
+// is in categories (every category when categories is nil), typed with
+// the category, in text order. The policy function unicode(data,
+// categories) is Distinct of these matches, and marks each of them.
+func Unicode(text string, categories []string) []Match {
+	var keep map[string]bool
+	if categories != nil {
+		keep = make(map[string]bool, len(categories))
+		for _, c := range categories {
+			keep[c] = true
+		}
+	}
+	var out []Match
+	i := 0
+	for _, r := range text {
+		c := categoryOf(r)
+		if keep == nil || keep[c] {
+			out = append(out, Match{Type: c, Start: i, End: i + 1, Score: 1})
+		}
+		i++
+	}
+	return out
+}
+
+// Distinct returns the distinct types of ms in order of first occurrence.
+func Distinct(ms []Match) []string { return uniqueTypes(ms) }
