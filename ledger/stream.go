@@ -63,6 +63,7 @@ func VerifyStream(r io.Reader, opts VerifyOptions) (Result, StreamInfo, error) {
 			return Result{}, info, err
 		}
 	case json.Delim('{'):
+		var pending error // a rejected "receipts" array
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
@@ -78,7 +79,15 @@ func VerifyStream(r io.Reader, opts VerifyOptions) (Result, StreamInfo, error) {
 				if t != json.Delim('[') {
 					return Result{}, info, &InputError{Index: -1, Field: "receipts", Msg: "want an array"}
 				}
-				if v, err = verifyArray(dec, opts); err != nil {
+				// The last "receipts" wins (§2.1), so a rejected array only
+				// counts if no other one follows.
+				var ie *InputError
+				switch v, err = verifyArray(dec, opts); {
+				case err == nil:
+					pending = nil
+				case errors.As(err, &ie) && !errors.Is(err, ErrSyntax):
+					pending, v = err, &Verifier{}
+				default:
 					return Result{}, info, err
 				}
 			default:
@@ -97,6 +106,9 @@ func VerifyStream(r io.Reader, opts VerifyOptions) (Result, StreamInfo, error) {
 		}
 		if _, err := dec.Token(); err != nil { // '}'
 			return Result{}, info, jsonError(dec, err)
+		}
+		if pending != nil {
+			return Result{}, info, pending
 		}
 		if v == nil {
 			return Result{}, info, &InputError{Index: -1, Field: "receipts", Msg: "missing"}
@@ -214,18 +226,28 @@ func verifyArray(dec *json.Decoder, opts VerifyOptions) (*Verifier, error) {
 		}
 	}
 	flush()
+	if failed.Load() && readErr == nil {
+		// Skip the rest of the array so the caller can go on reading.
+		for dec.More() {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				readErr = jsonError(dec, err)
+				break
+			}
+		}
+	}
 	close(work)
 	close(ordered)
 	wg.Wait()
 	<-consumed
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if readErr != nil {
+	if readErr != nil && (firstErr == nil || errors.Is(readErr, ErrSyntax)) {
 		return nil, readErr
 	}
 	if _, err := dec.Token(); err != nil { // ']'
 		return nil, jsonError(dec, err)
+	}
+	if firstErr != nil {
+		return nil, firstErr
 	}
 	return v, nil
 }
