@@ -46,6 +46,14 @@ func Decode(data []byte) (*Trace, error) {
 // locates errors in data.
 func decodeParsed(data []byte, v Value) (*Trace, error) {
 	t, errs := fromValue(v)
+	if t != nil {
+		for i := range t.Warnings[:min(len(t.Warnings), MaxErrors)] {
+			w := &t.Warnings[i]
+			if off := locate(data, w.root, w.path); off >= 0 {
+				w.Line, w.Col = LineCol(data, off)
+			}
+		}
+	}
 	if len(errs) > 0 {
 		for _, e := range errs {
 			if e.Offset == -2 {
@@ -55,7 +63,9 @@ func decodeParsed(data []byte, v Value) (*Trace, error) {
 				}
 			}
 		}
-		return t, errs.list()
+		l := errs.list()
+		l.Sort()
+		return t, l
 	}
 	return t, nil
 }
@@ -457,6 +467,8 @@ func (n *normalizer) warnArgs() {
 		Index: n.idx,
 		Path:  n.pathString(),
 		Msg:   "invalid tool arguments at event " + strconv.Itoa(n.idx),
+		root:  n.root,
+		path:  append([]pathElem(nil), n.path...),
 	})
 	n.pop()
 }

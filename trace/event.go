@@ -249,6 +249,12 @@ type Warning struct {
 	Path string
 	// Msg is the message, e.g. "invalid tool arguments at event 3".
 	Msg string
+	// Line and Col locate the value in the input (1-based; 0 when
+	// unknown). Decode fills them in for the first MaxErrors warnings.
+	Line, Col int
+
+	root int
+	path []pathElem
 }
 
 func (w Warning) String() string { return w.Path + ": " + w.Msg }

@@ -106,6 +106,10 @@ type Annotation struct {
 type Reader struct {
 	// MaxLineBytes limits a line's length; 0 means DefaultMaxLineBytes.
 	MaxLineBytes int
+	// ContinueOnError makes Next go on after a syntax or dataset error
+	// (the error is still returned, with a nil entry), so a linter can
+	// report every bad line. Read errors still stop the reader.
+	ContinueOnError bool
 
 	br       *bufio.Reader
 	buf      []byte
@@ -130,9 +134,9 @@ func (r *Reader) Metadata() *Object { return r.metadata }
 // Next returns the next trace line. At the end of the input it returns
 // io.EOF. Any other error is a *LineError naming the line; after a syntax
 // or dataset error (ErrSyntax, ErrDataset) the reader stops and returns the
-// same error again, while after a line whose trace is invalid
-// (ErrInvalidTrace) the entry is still returned with the error and reading
-// may continue.
+// same error again (unless ContinueOnError is set), while after a line
+// whose trace is invalid (ErrInvalidTrace) the entry is still returned with
+// the error and reading may continue.
 func (r *Reader) Next() (*Entry, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -140,18 +144,22 @@ func (r *Reader) Next() (*Entry, error) {
 	for {
 		line, err := r.readLine()
 		if err != nil {
-			if err != io.EOF {
+			var le *LineError
+			if err != io.EOF && !(r.ContinueOnError && errors.As(err, &le)) {
 				r.err = err
 			}
 			return nil, err
 		}
+		line = bytes.TrimRight(line, "\r\n")
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		e, err := r.parseLine(line)
 		switch {
 		case err != nil && e == nil:
-			r.err = err
+			if !r.ContinueOnError {
+				r.err = err
+			}
 			return nil, err
 		case e == nil: // the dataset metadata line
 			continue
@@ -170,7 +178,11 @@ func (r *Reader) readLine() ([]byte, error) {
 		chunk, err := r.br.ReadSlice('\n')
 		if len(r.buf)+len(chunk) > max {
 			r.line++
-			return nil, &LineError{Line: r.line, Err: fmt.Errorf("%w: line longer than %d bytes", ErrDataset, max)}
+			err := &LineError{Line: r.line, Err: fmt.Errorf("%w: line longer than %d bytes", ErrDataset, max)}
+			if r.ContinueOnError {
+				r.skipRestOfLine(chunk)
+			}
+			return nil, err
 		}
 		r.buf = append(r.buf, chunk...)
 		switch err {
@@ -187,6 +199,20 @@ func (r *Reader) readLine() ([]byte, error) {
 			return r.buf, nil
 		default:
 			return nil, fmt.Errorf("read line %d: %w", r.line+1, err)
+		}
+	}
+}
+
+// skipRestOfLine discards input up to and including the next newline,
+// given the last chunk read.
+func (r *Reader) skipRestOfLine(chunk []byte) {
+	if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
+		return
+	}
+	for {
+		c, err := r.br.ReadSlice('\n')
+		if err != bufio.ErrBufferFull || len(c) == 0 {
+			return
 		}
 	}
 }

@@ -242,3 +242,31 @@ func TestJSONLWriterBuilt(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
+
+func TestJSONLContinueOnError(t *testing.T) {
+	in := "[1,\n" + strings.Repeat("x", 50) + "\n{\"messages\": []}\n[{\"role\": \"user\", \"content\": \"ok\"}]\n"
+	r := NewReader(strings.NewReader(in))
+	r.ContinueOnError = true
+	r.MaxLineBytes = 40
+	var got []string
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			got = append(got, err.Error())
+			continue
+		}
+		got = append(got, fmt.Sprintf("ok line %d", e.Line))
+	}
+	want := []string{
+		"line 1: 1:4: unexpected end of input, want a value",
+		"line 2: invalid dataset: line longer than 40 bytes",
+		"ok line 3",
+		"line 4: invalid dataset: The file cannot contain both raw event lists and annotated event lists.",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
