@@ -1,0 +1,856 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vigilhq/vigil/policy/builtin"
+	"github.com/vigilhq/vigil/policy/syntax"
+)
+
+// Program is a compiled policy, ready to analyse traces. It is immutable and
+// safe for concurrent use.
+type Program struct {
+	src    *syntax.Source
+	rules  []*rule
+	consts []*constant
+	params []string // names used as input.NAME, sorted
+}
+
+// Params returns the parameter names the policy reads (input.NAME), sorted.
+func (p *Program) Params() []string { return p.params }
+
+// NumRules returns the number of rules.
+func (p *Program) NumRules() int { return len(p.rules) }
+
+// Options are the budgets and environment of an analysis.
+type Options struct {
+	// MaxSteps is the per-rule step budget (spec §10.10); 0 means
+	// DefaultMaxSteps.
+	MaxSteps int64
+	// WallTime bounds the whole analysis; 0 means no limit.
+	WallTime time.Duration
+	// RegexTimeout bounds each regular-expression match; 0 means 1 s.
+	RegexTimeout time.Duration
+	// Debug receives print() output; nil discards it.
+	Debug io.Writer
+	// CheckEvery is how many steps pass between checks of ctx and the
+	// wall-time budget; 0 means 256.
+	CheckEvery int64
+}
+
+// DefaultMaxSteps is the default per-rule step budget (spec §10.10).
+const DefaultMaxSteps = 10_000_000
+
+// Result is the result object of spec §11.1.
+type Result struct {
+	Errors   []Violation `json:"errors"`
+	Failures []Failure   `json:"failures"`
+	Warnings []string    `json:"warnings"`
+}
+
+// Violation is one violation (after merging, spec §11.5).
+type Violation struct {
+	Key    string             `json:"key"`
+	Args   []any              `json:"args"`
+	Kwargs builtin.OrderedMap `json:"kwargs"`
+	Ranges []string           `json:"ranges"`
+	// Rule is the rule index; Message the display string of args[0].
+	Rule    int    `json:"-"`
+	Message string `json:"-"`
+	// Events are the trace indices of the events of the binding, for
+	// pending-mode filtering and for consumers mapping keys.
+	Events []int `json:"-"`
+}
+
+// Failure is a rule failure (spec §10.9).
+type Failure struct {
+	Rule    int    `json:"rule"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// Analysis error codes (spec §11.7), matched with errors.Is.
+var (
+	ErrInvalidTrace      = errors.New("invalid_trace")
+	ErrMissingParameter  = errors.New("missing_parameter")
+	ErrReservedParameter = errors.New("reserved_parameter")
+	ErrCancelled         = errors.New("cancelled")
+)
+
+// AnalysisError is an analysis that failed (spec §11.7). Code is one of the
+// sentinels above.
+type AnalysisError struct {
+	Code error
+	Msg  string
+}
+
+func (e *AnalysisError) Error() string { return e.Code.Error() + ": " + e.Msg }
+
+// Unwrap returns the code sentinel.
+func (e *AnalysisError) Unwrap() error { return e.Code }
+
+// Mode selects normal or pending analysis.
+type Mode struct {
+	// PendingFrom is P of spec §12 (number of past events); -1 for a
+	// normal analysis.
+	PendingFrom int
+	// Restrict lets rules whose bindings can only hold events through
+	// free variables skip combinations with no new event entirely (a
+	// Monitor uses it; failures of old events are then not re-reported).
+	Restrict bool
+}
+
+type mark struct {
+	at         *builtin.Path
+	start, end int // start < 0: object range
+}
+
+type frame struct {
+	an    *analysis
+	slots []builtin.Value
+	marks []mark
+	order []int
+}
+
+func (f *frame) mark(at *builtin.Path, start, end int) {
+	f.marks = append(f.marks, mark{at: at, start: start, end: end})
+}
+
+type budgetError struct {
+	wall bool
+	msg  string
+}
+
+type cancelError struct{ err error }
+
+type analysis struct {
+	ctx       context.Context
+	prog      *Program
+	model     *Model
+	params    *builtin.Dict
+	env       *builtin.Env
+	opts      Options
+	mode      Mode
+	constVals []builtin.Value
+	constErr  []*rtError
+	constDone []uint8
+	steps     int64
+	ruleSteps int64
+	deadline  time.Time
+	failures  []Failure
+	failSeen  map[Failure]bool
+	warnings  []string
+	warnSeen  map[string]bool
+	cur       *rule
+	wallOut   bool
+}
+
+// Run analyses model with params (a dict of JSON values, nil for none).
+// It returns a result, or an *AnalysisError (missing or reserved
+// parameter, cancellation). Runtime errors are rule failures in the
+// result; budgets exhausted are budget_exceeded failures.
+func (p *Program) Run(ctx context.Context, model *Model, params *builtin.Dict, opts Options, mode Mode) (res *Result, err error) {
+	if params == nil {
+		params = builtin.NewDict(0)
+	}
+	if _, ok := params.M["data"]; ok {
+		return nil, &AnalysisError{Code: ErrReservedParameter, Msg: "the parameter name 'data' is reserved"}
+	}
+	for _, n := range p.params {
+		if _, ok := params.M[n]; !ok {
+			return nil, &AnalysisError{Code: ErrMissingParameter, Msg: fmt.Sprintf("missing policy parameter '%s' (the policy uses input.%s)", n, n)}
+		}
+	}
+	if opts.MaxSteps <= 0 {
+		opts.MaxSteps = DefaultMaxSteps
+	}
+	if opts.CheckEvery <= 0 {
+		opts.CheckEvery = 256
+	}
+	env := builtin.DefaultEnv()
+	if opts.RegexTimeout > 0 {
+		env.RegexTimeout = opts.RegexTimeout
+	}
+	env.Debug = opts.Debug
+	an := &analysis{ctx: ctx, prog: p, model: model, params: params, env: env, opts: opts, mode: mode,
+		constVals: make([]builtin.Value, len(p.consts)), constErr: make([]*rtError, len(p.consts)), constDone: make([]uint8, len(p.consts)),
+		failSeen: map[Failure]bool{}, warnSeen: map[string]bool{}}
+	env.Warn = an.warn
+	if opts.WallTime > 0 {
+		an.deadline = time.Now().Add(opts.WallTime)
+	}
+	for _, w := range model.Warnings {
+		an.warn(w)
+	}
+	res = &Result{Errors: []Violation{}, Failures: []Failure{}, Warnings: []string{}}
+	defer func() {
+		if r := recover(); r != nil {
+			if c, ok := r.(*cancelError); ok {
+				res, err = nil, &AnalysisError{Code: ErrCancelled, Msg: c.err.Error()}
+				return
+			}
+			rule := -1
+			if an.cur != nil {
+				rule = an.cur.index
+			}
+			res, err = nil, fmt.Errorf("policy: internal error in rule %d: %v", rule, r)
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return nil, &AnalysisError{Code: ErrCancelled, Msg: err.Error()}
+	}
+	for _, r := range p.rules {
+		an.cur = r
+		res.Errors = append(res.Errors, an.runRule(r)...)
+	}
+	res.Failures = append(res.Failures, an.failures...)
+	res.Warnings = append(res.Warnings, an.warnings...)
+	return res, nil
+}
+
+func (an *analysis) warn(msg string) {
+	if !an.warnSeen[msg] {
+		an.warnSeen[msg] = true
+		an.warnings = append(an.warnings, msg)
+	}
+}
+
+func (an *analysis) fail(rule int, pos syntax.Pos, kind builtin.ErrorKind, msg string) {
+	p := an.prog.src.Position(pos)
+	fl := Failure{Rule: rule, Line: p.Line, Column: p.Column, Kind: string(kind), Message: msg}
+	if !an.failSeen[fl] {
+		an.failSeen[fl] = true
+		an.failures = append(an.failures, fl)
+	}
+}
+
+func (an *analysis) step() {
+	an.steps++
+	an.ruleSteps++
+	if an.ruleSteps > an.opts.MaxSteps {
+		panic(&budgetError{msg: fmt.Sprintf("rule exceeded its evaluation budget of %d steps", an.opts.MaxSteps)})
+	}
+	if an.steps%an.opts.CheckEvery == 0 {
+		if err := an.ctx.Err(); err != nil {
+			panic(&cancelError{err})
+		}
+		if !an.deadline.IsZero() && time.Now().After(an.deadline) {
+			panic(&budgetError{wall: true, msg: fmt.Sprintf("analysis exceeded its wall-time budget of %s", an.opts.WallTime)})
+		}
+	}
+}
+
+type hit struct {
+	order []int
+	v     Violation
+	marks []mark
+}
+
+// runRule evaluates one rule and returns its violations, sorted in binding
+// order and merged by key.
+func (an *analysis) runRule(r *rule) (out []Violation) {
+	an.ruleSteps = 0
+	var hits []hit
+	defer func() {
+		if rec := recover(); rec != nil {
+			b, ok := rec.(*budgetError)
+			if !ok {
+				panic(rec)
+			}
+			if b.wall {
+				an.wallOut = true
+			}
+			an.fail(r.index, r.pos, builtin.BudgetExceeded, b.msg)
+			out = mergeHits(hits)
+		}
+	}()
+	if an.wallOut {
+		an.fail(r.index, r.pos, builtin.BudgetExceeded, fmt.Sprintf("analysis exceeded its wall-time budget of %s", an.opts.WallTime))
+		return nil
+	}
+	f := &frame{an: an, slots: make([]builtin.Value, r.layout.nslots), order: make([]int, len(r.body.free))}
+	lastBind := -1
+	for i, st := range r.body.plan {
+		if st.kind == stepBind {
+			lastBind = i
+		}
+	}
+	if an.emptyFree(r.body) {
+		return nil
+	}
+	ctx := &execCtx{top: true, rule: r, lastBind: lastBind}
+	ctx.yield = func() bool {
+		if h, ok := an.violation(f, r); ok {
+			hits = append(hits, h)
+		}
+		return true
+	}
+	ctx.onFalse = func() bool { return true }
+	an.exec(f, r.body, 0, ctx)
+	return mergeHits(hits)
+}
+
+type execCtx struct {
+	top      bool
+	rule     *rule
+	lastBind int
+	yield    func() bool
+	onFalse  func() bool
+}
+
+func (an *analysis) emptyFree(b *body) bool {
+	for _, v := range b.free {
+		if len(an.model.Select(v.typ)) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// exec runs the plan of b from step i (spec §10.2). It returns false when
+// the caller asked to stop.
+func (an *analysis) exec(f *frame, b *body, i int, x *execCtx) bool {
+	if i == len(b.plan) {
+		return x.yield()
+	}
+	st := &b.plan[i]
+	nmarks := len(f.marks)
+	defer func() {
+		if x.top {
+			f.marks = f.marks[:nmarks]
+		}
+	}()
+	switch st.kind {
+	case stepBind:
+		cands := an.candidates(f, st, x, i)
+		slot := st.v.slot
+		for _, c := range cands {
+			f.slots[slot] = c
+			if x.top {
+				f.order[st.v.order] = orderOf(c)
+			}
+			if !an.exec(f, b, i+1, x) {
+				f.slots[slot] = nil
+				return false
+			}
+		}
+		f.slots[slot] = nil
+		return true
+	case stepCond:
+		v, ok := an.evalLine(f, st.line, x)
+		if !ok {
+			return true
+		}
+		if bv, isBool := v.(bool); !isBool || !bv {
+			return x.onFalse()
+		}
+		return an.exec(f, b, i+1, x)
+	case stepAssign:
+		v, ok := an.evalLine(f, st.line, x)
+		if !ok {
+			return true
+		}
+		f.slots[st.v.slot] = v
+		r := an.exec(f, b, i+1, x)
+		f.slots[st.v.slot] = nil
+		return r
+	case stepDerive:
+		v, ok := an.evalLine(f, st.line, x)
+		if !ok {
+			return true
+		}
+		var sel []builtin.Value
+		if builtin.Strip(v) != nil {
+			sel = appendSelect(nil, st.v.typ, v)
+		}
+		for j, e := range sel {
+			f.slots[st.v.slot] = e
+			if x.top {
+				f.order = append(f.order, j)
+			}
+			r := an.exec(f, b, i+1, x)
+			if x.top {
+				f.order = f.order[:len(f.order)-1]
+			}
+			if !r {
+				f.slots[st.v.slot] = nil
+				return false
+			}
+		}
+		f.slots[st.v.slot] = nil
+		return true
+	}
+	return true
+}
+
+func orderOf(v builtin.Value) int {
+	if e, ok := v.(builtin.Event); ok {
+		return e.Seq()
+	}
+	return 0
+}
+
+// evalLine evaluates a line. In a rule body a runtime error is recorded as
+// a failure and stops the branch (ok false); elsewhere it propagates to the
+// enclosing rule line.
+func (an *analysis) evalLine(f *frame, ln *line, x *execCtx) (v builtin.Value, ok bool) {
+	an.step()
+	if !x.top {
+		return ln.fn(f), true
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			e, isRT := r.(*rtError)
+			if !isRT {
+				panic(r)
+			}
+			an.fail(x.rule.index, e.pos, e.kind, e.msg)
+			v, ok = nil, false
+		}
+	}()
+	return ln.fn(f), true
+}
+
+// candidates returns the values a free variable ranges over at a bind step,
+// using the tool-name index, flow constraints (by position) and, in a
+// restricted pending analysis, the new events only.
+func (an *analysis) candidates(f *frame, st *step, x *execCtx, i int) []builtin.Value {
+	v := st.v
+	var base []builtin.Value
+	if st.toolName != "" {
+		base = an.model.toolSelect(st.toolName, v.typ)
+	} else {
+		base = an.model.Select(v.typ)
+	}
+	if !eventTypes[v.typ] {
+		return base
+	}
+	lo, hi := -1, len(an.model.Seq) // exclusive bounds on Seq
+	exact := -2
+	var immPrev, immNext []string
+	for _, fc := range st.flows {
+		isA := fc.a == v
+		other := fc.b
+		if !isA {
+			other = fc.a
+		}
+		ov := f.slots[other.slot]
+		if oe, ok := ov.(builtin.Event); ok {
+			s := oe.Seq()
+			switch {
+			case isA && fc.immediate:
+				exact = mergeExact(exact, s-1)
+			case isA:
+				hi = min(hi, s)
+			case fc.immediate:
+				exact = mergeExact(exact, s+1)
+			default:
+				lo = max(lo, s)
+			}
+			continue
+		}
+		// other unbound: some value of its range must exist on the other side
+		ob := an.model.Select(other.typ)
+		if len(ob) == 0 {
+			return nil
+		}
+		switch {
+		case isA && fc.immediate:
+			immNext = append(immNext, other.typ)
+		case isA:
+			hi = min(hi, ob[len(ob)-1].(builtin.Event).Seq())
+		case fc.immediate:
+			immPrev = append(immPrev, other.typ)
+		default:
+			lo = max(lo, ob[0].(builtin.Event).Seq())
+		}
+	}
+	if exact == -3 {
+		return nil
+	}
+	if exact >= -1 {
+		lo, hi = max(lo, exact-1), min(hi, exact+1)
+	}
+	restrict := an.mode.Restrict && x.top && i == x.lastBind && an.mode.PendingFrom >= 0 && x.rule.pendingSafe
+	if restrict {
+		for _, fv := range x.rule.body.free {
+			if fv != v {
+				if e, ok := f.slots[fv.slot].(builtin.Event); ok && e.TraceIndex() >= an.mode.PendingFrom {
+					restrict = false
+				}
+			}
+		}
+	}
+	if lo < 0 && hi >= len(an.model.Seq) && immPrev == nil && immNext == nil && !restrict {
+		return base
+	}
+	start := firstAfter(base, lo)
+	out := base[start:]
+	end := sort.Search(len(out), func(j int) bool { return out[j].(builtin.Event).Seq() >= hi })
+	out = out[:end]
+	if restrict {
+		k := sort.Search(len(out), func(j int) bool { return out[j].(builtin.Event).TraceIndex() >= an.mode.PendingFrom })
+		out = out[k:]
+	}
+	if immPrev != nil || immNext != nil {
+		filtered := make([]builtin.Value, 0, len(out))
+		for _, c := range out {
+			s := c.(builtin.Event).Seq()
+			ok := true
+			for _, t := range immPrev {
+				if s == 0 || builtin.TypeName(an.model.Seq[s-1]) != t {
+					ok = false
+				}
+			}
+			for _, t := range immNext {
+				if s+1 >= len(an.model.Seq) || builtin.TypeName(an.model.Seq[s+1]) != t {
+					ok = false
+				}
+			}
+			if ok {
+				filtered = append(filtered, c)
+			}
+		}
+		out = filtered
+	}
+	return out
+}
+
+func mergeExact(cur, s int) int {
+	if cur == -2 || cur == s {
+		return s
+	}
+	return -3 // contradictory
+}
+
+// toolSelect returns the values of type t (ToolCall or ToolOutput) whose
+// tool call is named name, in trace order.
+func (m *Model) toolSelect(name, t string) []builtin.Value {
+	var out []builtin.Value
+	for _, pos := range m.byTool[name] {
+		e := m.Seq[pos]
+		if builtin.TypeName(e) == t {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// violation builds the violation of a satisfying binding of a rule body.
+func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
+	vars := r.body.vars
+	events := make([]int, 0, len(vars))
+	var key strings.Builder
+	fmt.Fprintf(&key, "(%d, (", r.index)
+	newEvent := an.mode.PendingFrom < 0
+	for i, v := range vars {
+		if i > 0 {
+			key.WriteString(", ")
+		}
+		idx := IndexOf(f.slots[v.slot])
+		if idx >= 0 {
+			events = append(events, idx)
+			if idx >= an.mode.PendingFrom {
+				newEvent = true
+			}
+		}
+		key.WriteString(itoa(idx))
+	}
+	if len(vars) == 1 {
+		key.WriteByte(',')
+	}
+	key.WriteString("))")
+	if !newEvent {
+		return hit{}, false
+	}
+	nmarks := len(f.marks)
+	headVal, ok := an.evalLine(f, &line{fn: r.head}, &execCtx{top: true, rule: r})
+	an.ruleSteps--
+	an.steps--
+	f.marks = f.marks[:nmarks]
+	if !ok {
+		return hit{}, false
+	}
+	h := hit{order: append([]int(nil), f.order...)}
+	h.v.Rule = r.index
+	h.v.Key = key.String()
+	h.v.Events = events
+	var args []builtin.Value
+	kwargs := builtin.OrderedMap{}
+	switch hv := headVal.(type) {
+	case *builtin.Violation:
+		args = hv.Args
+		for _, k := range hv.Kwargs.Keys {
+			if k != "ranges" {
+				kwargs = append(kwargs, builtin.KV{Key: k, Value: builtin.JSONForm(hv.Kwargs.M[k])})
+			}
+		}
+	case string:
+		args = []builtin.Value{hv}
+	default:
+		args = []builtin.Value{builtin.Display(headVal)}
+	}
+	h.v.Args = make([]any, len(args))
+	for i, a := range args {
+		h.v.Args[i] = builtin.JSONForm(a)
+	}
+	if len(args) > 0 {
+		h.v.Message = builtin.Display(args[0])
+	}
+	h.v.Kwargs = kwargs
+	// ranges: object ranges of located variables, then the path's marks
+	ms := make([]mark, 0, len(vars)+len(f.marks))
+	for _, v := range vars {
+		if at := builtin.At(f.slots[v.slot]); at != nil {
+			ms = append(ms, mark{at: at, start: -1})
+		}
+	}
+	ms = append(ms, f.marks...)
+	h.marks = ms
+	return h, true
+}
+
+func mergeHits(hits []hit) []Violation {
+	sort.SliceStable(hits, func(i, j int) bool { return lessOrder(hits[i].order, hits[j].order) })
+	var out []Violation
+	byKey := map[string]int{}
+	var marks [][]mark
+	for _, h := range hits {
+		if i, ok := byKey[h.v.Key]; ok {
+			marks[i] = append(marks[i], h.marks...)
+			continue
+		}
+		byKey[h.v.Key] = len(out)
+		out = append(out, h.v)
+		marks = append(marks, h.marks)
+	}
+	for i := range out {
+		out[i].Ranges = renderRanges(marks[i])
+	}
+	return out
+}
+
+func lessOrder(a, b []int) bool {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return len(a) < len(b)
+}
+
+type sortedMark struct {
+	ords []int
+	m    mark
+	s    string
+}
+
+func renderRanges(ms []mark) []string {
+	sm := make([]sortedMark, len(ms))
+	for i, m := range ms {
+		s := m.at.String()
+		if m.start >= 0 {
+			s += ":" + itoa(m.start) + "-" + itoa(m.end)
+		}
+		sm[i] = sortedMark{ords: m.at.Ords(), m: m, s: s}
+	}
+	sort.SliceStable(sm, func(i, j int) bool {
+		a, b := sm[i], sm[j]
+		for k := 0; k < len(a.ords) && k < len(b.ords); k++ {
+			if a.ords[k] != b.ords[k] {
+				return a.ords[k] < b.ords[k]
+			}
+		}
+		if len(a.ords) != len(b.ords) {
+			return len(a.ords) < len(b.ords)
+		}
+		if a.m.start != b.m.start {
+			return a.m.start < b.m.start
+		}
+		return a.m.end < b.m.end
+	})
+	out := []string{}
+	seen := map[string]bool{}
+	for _, m := range sm {
+		if !seen[m.s] {
+			seen[m.s] = true
+			out = append(out, m.s)
+		}
+	}
+	return out
+}
+
+// forall implements the forall quantifier (spec §10.7).
+func (an *analysis) forall(f *frame, b *body) bool {
+	if an.emptyFree(b) {
+		return true
+	}
+	result := true
+	an.exec(f, b, 0, &execCtx{
+		yield:   func() bool { return true },
+		onFalse: func() bool { result = false; return false },
+	})
+	return result
+}
+
+// count implements count(min, max) (spec §10.7); a bound < 0 is absent.
+func (an *analysis) count(f *frame, b *body, lo, hi int64) bool {
+	if an.emptyFree(b) {
+		return lo <= 0
+	}
+	var n int64
+	decided, result := false, false
+	an.exec(f, b, 0, &execCtx{
+		yield: func() bool {
+			n++
+			for _, v := range b.vars {
+				if at := builtin.At(f.slots[v.slot]); at != nil {
+					f.mark(at, -1, -1)
+				}
+			}
+			if hi >= 0 && n > hi {
+				decided, result = true, false
+				return false
+			}
+			if hi < 0 && lo >= 0 && n >= lo {
+				decided, result = true, true
+				return false
+			}
+			return true
+		},
+		onFalse: func() bool { return true },
+	})
+	if decided {
+		return result
+	}
+	return (lo < 0 || n >= lo) && (hi < 0 || n <= hi)
+}
+
+// constant returns the value of a top-level constant, evaluated once per
+// analysis.
+func (an *analysis) constant(k *constant, pos syntax.Pos) builtin.Value {
+	switch an.constDone[k.index] {
+	case 2:
+		if e := an.constErr[k.index]; e != nil {
+			panic(e)
+		}
+		return an.constVals[k.index]
+	case 1:
+		throw(pos, builtin.ValueError, "constant %s refers to itself", k.name)
+	}
+	an.constDone[k.index] = 1
+	cf := &frame{an: an, slots: make([]builtin.Value, k.layout.nslots)}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				e, ok := r.(*rtError)
+				if !ok {
+					an.constDone[k.index] = 0
+					panic(r)
+				}
+				an.constErr[k.index] = e
+			}
+		}()
+		an.constVals[k.index] = builtin.Strip(k.fn(cf))
+	}()
+	an.constDone[k.index] = 2
+	if e := an.constErr[k.index]; e != nil {
+		panic(e)
+	}
+	return an.constVals[k.index]
+}
+
+// callValue calls fn (spec §6.7).
+func callValue(f *frame, pos syntax.Pos, fn builtin.Value, args []builtin.Value, kw *builtin.Dict, kwnames []string) builtin.Value {
+	switch g := fn.(type) {
+	case *builtin.Builtin:
+		return f.callBuiltin(pos, g, args, kw, kwnames)
+	case *builtin.Method:
+		return callMethod(f, pos, g, args, kw)
+	case *predValue:
+		return f.an.callPredicate(f, pos, g.p, args, kw)
+	}
+	throw(pos, builtin.TypeError, "'%s' object is not callable", builtin.TypeName(fn))
+	return nil
+}
+
+func (f *frame) callBuiltinName(pos syntax.Pos, name string, args []builtin.Value, kw *builtin.Dict) builtin.Value {
+	b, ok := builtin.Lookup(name)
+	if !ok || b.Impl == nil {
+		throw(pos, builtin.DetectorUnavailable, "detector %s is not available", name)
+	}
+	var names []string
+	if kw != nil {
+		names = kw.Keys
+	}
+	return f.callBuiltin(pos, b, args, kw, names)
+}
+
+func (f *frame) callBuiltin(pos syntax.Pos, b *builtin.Builtin, args []builtin.Value, kw *builtin.Dict, kwnames []string) builtin.Value {
+	if err := b.CheckArity(len(args), kwnames); err != nil {
+		throwErr(pos, err)
+	}
+	if b.Impl == nil {
+		throw(pos, builtin.DetectorUnavailable, "detector %s is not available in this build", b.Name)
+	}
+	c := builtin.NewCall(f.an.ctx, b.Name, args, kw, f.an.env, f.mark)
+	v, err := b.Impl(c)
+	if err != nil {
+		throwErr(pos, err)
+	}
+	return v
+}
+
+// callPredicate evaluates a predicate call (spec §10.5).
+func (an *analysis) callPredicate(f *frame, pos syntax.Pos, p *predicate, args []builtin.Value, kw *builtin.Dict) builtin.Value {
+	pf := &frame{an: an, slots: make([]builtin.Value, p.layout.nslots), marks: f.marks}
+	n := len(args)
+	if kw != nil {
+		n += kw.Len()
+	}
+	if n != len(p.params) || len(args) > len(p.params) {
+		throw(pos, builtin.TypeError, "%s() takes %d arguments (%d given)", p.name, len(p.params), n)
+	}
+	for i, a := range args {
+		pf.slots[p.params[i].slot] = a
+	}
+	if kw != nil {
+		for _, k := range kw.Keys {
+			found := false
+			for i, prm := range p.params {
+				if prm.name == k {
+					if i < len(args) {
+						throw(pos, builtin.TypeError, "%s() got multiple values for argument '%s'", p.name, k)
+					}
+					pf.slots[prm.slot] = kw.M[k]
+					found = true
+				}
+			}
+			if !found {
+				throw(pos, builtin.TypeError, "%s() got an unexpected keyword argument '%s'", p.name, k)
+			}
+		}
+	}
+	var result bool
+	if p.value != nil {
+		an.step()
+		v := p.value(pf)
+		b, ok := v.(bool)
+		result = ok && b
+	} else if p.body != nil && !an.emptyFree(p.body) {
+		an.exec(pf, p.body, 0, &execCtx{
+			yield:   func() bool { result = true; return false },
+			onFalse: func() bool { return true },
+		})
+	}
+	f.marks = pf.marks
+	return result
+}

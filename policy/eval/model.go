@@ -1,0 +1,327 @@
+package eval
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/vigilhq/vigil/policy/builtin"
+	"github.com/vigilhq/vigil/trace"
+)
+
+// Model is a trace normalised into evaluator values (spec §7): events by
+// trace index, the flattened sequence, and indexes built once per trace
+// (selections per type name, tool calls per function name). A Model can be
+// extended with Append (what a Monitor does); it is not safe for concurrent
+// mutation, but a finished Model may be analysed concurrently.
+type Model struct {
+	// Events are the normalised events in trace-index order (Message,
+	// ToolOutput, Tool, bare ToolCall).
+	Events []builtin.Event
+	// Seq is the flattened sequence of spec §7.5.
+	Seq []builtin.Event
+	// Warnings are normalisation warnings ("invalid tool arguments at event N").
+	Warnings []string
+
+	calls  []*builtin.ToolCall // every tool call, for linking outputs
+	sel    map[string]*selection
+	byTool map[string][]int // function name -> positions in Seq of calls (and outputs linked to them)
+}
+
+// selection is the cached selection of one type name over the whole trace.
+type selection struct {
+	vals []builtin.Value
+	upTo int // number of Events covered
+}
+
+// NewModel normalises the elements of t (already decoded by trace.Decode).
+func NewModel(t *trace.Trace) *Model {
+	m := &Model{sel: map[string]*selection{}, byTool: map[string][]int{}}
+	if t != nil {
+		m.Append(t.Events)
+	}
+	return m
+}
+
+// Len returns the number of normalised events.
+func (m *Model) Len() int { return len(m.Events) }
+
+// Append normalises further elements, continuing trace indices and tool
+// output linking.
+func (m *Model) Append(evs []*trace.Event) {
+	for _, e := range evs {
+		switch e.Kind {
+		case trace.KindMessage:
+			idx := len(m.Events)
+			msg := &builtin.Message{Role: e.Role}
+			m.base(&msg.EventBase, idx, e.Metadata, e.Server)
+			msg.Content = content(e.Content, msg.At.Child("content", 3))
+			msg.CallsNull = e.NullToolCalls
+			m.Events = append(m.Events, msg)
+			m.Seq = append(m.Seq, msg)
+			for i, c := range e.ToolCalls {
+				tc := m.toolCall(c, idx, msg.At.Child("tool_calls", 4).Index(i))
+				tc.Message = msg
+				msg.ToolCalls = append(msg.ToolCalls, tc)
+			}
+		case trace.KindToolCall:
+			idx := len(m.Events)
+			tc := m.toolCall(e.Call, idx, builtin.EventPath(idx))
+			m.Events = append(m.Events, tc)
+		case trace.KindToolOutput:
+			idx := len(m.Events)
+			out := &builtin.ToolOutput{Role: e.Role}
+			m.base(&out.EventBase, idx, e.Metadata, e.Server)
+			out.Content = content(e.Content, out.At.Child("content", 3))
+			if e.HasToolCallID {
+				if e.ToolCallID != nil {
+					out.ToolCallID = *e.ToolCallID
+				}
+			} else if n := len(m.calls); n > 0 {
+				out.ToolCallID = m.calls[n-1].ID
+			}
+			for i := len(m.calls) - 1; i >= 0; i-- {
+				if builtin.Equal(m.calls[i].ID, out.ToolCallID) {
+					out.Call = m.calls[i]
+					break
+				}
+			}
+			m.Events = append(m.Events, out)
+			m.Seq = append(m.Seq, out)
+			if out.Call != nil {
+				m.byTool[out.Call.Function.Name] = append(m.byTool[out.Call.Function.Name], len(m.Seq)-1)
+			}
+		case trace.KindTools:
+			for _, t := range e.Tools {
+				idx := len(m.Events)
+				tool := &builtin.Tool{Name: t.Name, Description: t.Description}
+				m.base(&tool.EventBase, idx, t.Metadata, t.Server)
+				sp := tool.At.Child("inputSchema", 4)
+				for i, p := range t.Parameters {
+					tool.InputSchema = append(tool.InputSchema, param(p, sp.Index(i)))
+				}
+				m.Events = append(m.Events, tool)
+				m.Seq = append(m.Seq, tool)
+			}
+		}
+	}
+}
+
+func (m *Model) base(b *builtin.EventBase, idx int, md *trace.Object, server *string) {
+	b.Index = idx
+	b.Position = len(m.Seq)
+	b.At = builtin.EventPath(idx)
+	d := builtin.NewDict(md.Len() + 1)
+	if md != nil {
+		for _, mem := range md.Members {
+			d.Set(mem.Key, value(mem.Value))
+		}
+	}
+	d.Set("trace_idx", int64(idx))
+	b.Metadata = d
+	if server != nil {
+		b.Server = *server
+	}
+}
+
+func (m *Model) toolCall(c *trace.ToolCall, idx int, at *builtin.Path) *builtin.ToolCall {
+	tc := &builtin.ToolCall{Type: c.Type}
+	m.base(&tc.EventBase, idx, c.Metadata, c.Server)
+	tc.At = at
+	if c.ID != nil {
+		tc.ID = *c.ID
+	}
+	fn := &builtin.Function{At: at.Child("function", 4), Name: c.Function.Name}
+	fn.Arguments = value(c.Function.Arguments)
+	if c.Function.ArgumentsRaw {
+		m.Warnings = append(m.Warnings, fmt.Sprintf("invalid tool arguments at event %d", idx))
+	}
+	tc.Function = fn
+	m.Seq = append(m.Seq, tc)
+	m.calls = append(m.calls, tc)
+	m.byTool[fn.Name] = append(m.byTool[fn.Name], len(m.Seq)-1)
+	return tc
+}
+
+func content(c trace.Content, at *builtin.Path) builtin.Value {
+	switch c.Kind {
+	case trace.ContentText:
+		return c.Text
+	case trace.ContentObject:
+		return value(c.Object)
+	case trace.ContentChunks:
+		cs := &builtin.Contents{At: at, Chunks: make([]builtin.Value, len(c.Chunks))}
+		for i, ch := range c.Chunks {
+			cat := at.Index(i)
+			switch ch.Kind {
+			case trace.ChunkText:
+				cs.Chunks[i] = &builtin.TextChunk{At: cat, Type: ch.Type, Text: ch.Text}
+			case trace.ChunkImage:
+				cs.Chunks[i] = &builtin.Image{At: cat, Type: ch.Type, URL: ch.ImageURL}
+			default:
+				cs.Chunks[i] = builtin.Located{V: value(ch.Raw), At: cat}
+			}
+		}
+		return cs
+	}
+	return nil
+}
+
+func param(p *trace.ToolParameter, at *builtin.Path) *builtin.ToolParameter {
+	tp := &builtin.ToolParameter{At: at, Name: p.Name, Description: p.Description, Required: p.Required}
+	if p.Types != nil {
+		ts := make([]builtin.Value, len(p.Types))
+		for i, t := range p.Types {
+			ts[i] = t
+		}
+		tp.Type = ts
+	} else {
+		tp.Type = p.Type
+	}
+	if p.Properties != nil {
+		d := builtin.NewDict(len(p.Properties))
+		pat := at.Child("properties", 4)
+		for i, q := range p.Properties {
+			key := q.Name
+			if j := lastDot(key); j >= 0 {
+				key = key[j+1:]
+			}
+			d.Set(key, param(q, pat.Child(key, i)))
+		}
+		tp.Properties = d
+	}
+	if p.AdditionalProperties != nil {
+		tp.AdditionalProperties = *p.AdditionalProperties
+	}
+	if p.Items != nil {
+		tp.Items = param(p.Items, at.Child("items", 6))
+	}
+	if p.Enum != nil {
+		tp.Enum = value(p.Enum)
+	}
+	return tp
+}
+
+func lastDot(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '.' {
+			return i
+		}
+	}
+	return -1
+}
+
+// value converts a decoded JSON value of package trace to an unlocated
+// evaluator value.
+func value(v trace.Value) builtin.Value {
+	switch x := v.(type) {
+	case trace.Number:
+		if x.IsInt() {
+			if i, ok := x.Int64(); ok {
+				return i
+			}
+		}
+		return x.Float64()
+	case []trace.Value:
+		out := make([]builtin.Value, len(x))
+		for i, e := range x {
+			out[i] = value(e)
+		}
+		return out
+	case *trace.Object:
+		if x == nil {
+			return nil
+		}
+		d := builtin.NewDict(len(x.Members))
+		for _, mem := range x.Members {
+			d.Set(mem.Key, value(mem.Value))
+		}
+		return d
+	}
+	return v
+}
+
+// Select returns the selection of type name t over the whole trace (spec
+// §7.6), cached.
+func (m *Model) Select(t string) []builtin.Value {
+	s := m.sel[t]
+	if s == nil {
+		s = &selection{}
+		m.sel[t] = s
+	}
+	for ; s.upTo < len(m.Events); s.upTo++ {
+		s.vals = appendSelect(s.vals, t, m.Events[s.upTo])
+	}
+	return s.vals
+}
+
+// ToolPositions returns the positions in Seq of the tool calls named name
+// and of the outputs linked to them, in order.
+func (m *Model) ToolPositions(name string) []int { return m.byTool[name] }
+
+// IndexOf returns the trace index of an event value, or -1.
+func IndexOf(v builtin.Value) int {
+	if e, ok := v.(builtin.Event); ok {
+		return e.TraceIndex()
+	}
+	return -1
+}
+
+// appendSelect appends the selection of type t in v (spec §7.6).
+func appendSelect(out []builtin.Value, t string, v builtin.Value) []builtin.Value {
+	if builtin.TypeName(v) == t {
+		if _, isContents := v.(*builtin.Contents); !isContents {
+			return append(out, v)
+		}
+	}
+	switch x := builtin.Strip(v).(type) {
+	case *builtin.Message:
+		out = appendSelect(out, t, x.ContentValue())
+		out = appendSelect(out, t, builtin.Located{V: x.Role, At: x.At.Child("role", 2)})
+		for _, c := range x.ToolCalls {
+			out = appendSelect(out, t, c)
+		}
+	case *builtin.ToolCall:
+		if x.ID != nil {
+			out = appendSelect(out, t, builtin.Located{V: x.ID, At: x.At.Child("id", 2)})
+		} else {
+			out = appendSelect(out, t, nil)
+		}
+		out = appendSelect(out, t, builtin.Located{V: x.Type, At: x.At.Child("type", 3)})
+		out = appendSelect(out, t, x.Function)
+	case *builtin.ToolOutput:
+		out = appendSelect(out, t, builtin.Located{V: x.Role, At: x.At.Child("role", 2)})
+		out = appendSelect(out, t, x.ContentValue())
+		if x.ToolCallID != nil {
+			out = appendSelect(out, t, builtin.Located{V: x.ToolCallID, At: x.At.Child("tool_call_id", 4)})
+		}
+	case *builtin.Tool:
+		for _, p := range x.InputSchema {
+			out = appendSelect(out, t, p)
+		}
+	case *builtin.Contents:
+		for _, c := range x.Chunks {
+			out = appendSelect(out, t, c)
+		}
+	case *builtin.TextChunk:
+		out = appendSelect(out, t, builtin.Located{V: x.Text, At: x.At.Child("text", 1)})
+	case *builtin.Image:
+		out = appendSelect(out, t, x.ImageURLValue())
+	case []builtin.Value, builtin.Tuple:
+		els, _ := builtin.Elements(v)
+		for _, e := range els {
+			out = appendSelect(out, t, e)
+		}
+	case *builtin.Dict:
+		at := builtin.At(v)
+		for i, k := range x.Keys {
+			out = appendSelect(out, t, builtin.ChildAt(at, k, i, x.M[k]))
+		}
+	}
+	return out
+}
+
+// sortedBySeq reports the position of the first event in evs (sorted by
+// Seq) whose Seq is > s.
+func firstAfter(evs []builtin.Value, s int) int {
+	return sort.Search(len(evs), func(i int) bool { return evs[i].(builtin.Event).Seq() > s })
+}

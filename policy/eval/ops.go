@@ -1,0 +1,459 @@
+package eval
+
+import (
+	"math"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/policy/builtin"
+	"github.com/vigilhq/vigil/policy/syntax"
+)
+
+// rtError is a runtime error raised at a position (spec §10.9). It travels
+// as a panic inside this package and is recovered by the rule executor.
+type rtError struct {
+	pos  syntax.Pos
+	kind builtin.ErrorKind
+	msg  string
+}
+
+func throw(pos syntax.Pos, kind builtin.ErrorKind, format string, args ...any) {
+	panic(&rtError{pos: pos, kind: kind, msg: sprintf(format, args...)})
+}
+
+func throwErr(pos syntax.Pos, err error) {
+	panic(&rtError{pos: pos, kind: builtin.KindOf(err), msg: err.Error()})
+}
+
+func neg(f *frame, pos syntax.Pos, v builtin.Value) builtin.Value {
+	i, fl, isF, ok := builtin.Number(v)
+	if !ok {
+		throw(pos, builtin.TypeError, "bad operand type for unary -: '%s'", builtin.TypeName(v))
+	}
+	if isF {
+		return -fl
+	}
+	if i == math.MinInt64 {
+		throw(pos, builtin.ValueError, "integer overflow")
+	}
+	return -i
+}
+
+func arith(f *frame, pos syntax.Pos, op syntax.Token, a, b builtin.Value) builtin.Value {
+	a, b = builtin.Strip(a), builtin.Strip(b)
+	ai, af, afl, aok := builtin.Number(a)
+	bi, bf, bfl, bok := builtin.Number(b)
+	if aok && bok {
+		if !afl && !bfl {
+			return intOp(pos, op, ai, bi)
+		}
+		if !afl {
+			af = float64(ai)
+		}
+		if !bfl {
+			bf = float64(bi)
+		}
+		return floatOp(pos, op, af, bf)
+	}
+	switch op {
+	case syntax.PLUS:
+		switch x := a.(type) {
+		case string:
+			if y, ok := b.(string); ok {
+				return x + y
+			}
+		case []builtin.Value:
+			if y, ok := b.([]builtin.Value); ok {
+				out := make([]builtin.Value, 0, len(x)+len(y))
+				return append(append(out, x...), y...)
+			}
+		case builtin.Tuple:
+			if y, ok := b.(builtin.Tuple); ok {
+				out := make(builtin.Tuple, 0, len(x)+len(y))
+				return append(append(out, x...), y...)
+			}
+		}
+	case syntax.STAR:
+		if aok && !afl {
+			a, b, bi = b, a, ai
+		}
+		if _, _, bfl2, ok := builtin.Number(b); ok && !bfl2 {
+			n := int(bi)
+			if n < 0 {
+				n = 0
+			}
+			switch x := a.(type) {
+			case string:
+				if len(x)*n > 1<<24 {
+					throw(pos, builtin.ValueError, "repetition too large")
+				}
+				return strings.Repeat(x, n)
+			case []builtin.Value:
+				if len(x)*n > 1<<20 {
+					throw(pos, builtin.ValueError, "repetition too large")
+				}
+				out := make([]builtin.Value, 0, len(x)*n)
+				for range n {
+					out = append(out, x...)
+				}
+				return out
+			}
+		}
+	}
+	throw(pos, builtin.TypeError, "unsupported operand type(s) for %s: '%s' and '%s'", op, builtin.TypeName(a), builtin.TypeName(b))
+	return nil
+}
+
+func intOp(pos syntax.Pos, op syntax.Token, a, b int64) builtin.Value {
+	overflow := func() { throw(pos, builtin.ValueError, "integer overflow") }
+	switch op {
+	case syntax.PLUS:
+		s := a + b
+		if (s > a) != (b > 0) {
+			overflow()
+		}
+		return s
+	case syntax.MINUS:
+		s := a - b
+		if (s < a) != (b > 0) {
+			overflow()
+		}
+		return s
+	case syntax.STAR:
+		if a != 0 && b != 0 {
+			p := a * b
+			if p/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
+				overflow()
+			}
+			return p
+		}
+		return int64(0)
+	case syntax.SLASH:
+		if b == 0 {
+			throw(pos, builtin.ZeroDivision, "division by zero")
+		}
+		return float64(a) / float64(b)
+	case syntax.PERCENT:
+		if b == 0 {
+			throw(pos, builtin.ZeroDivision, "integer modulo by zero")
+		}
+		m := a % b
+		if m != 0 && (m < 0) != (b < 0) {
+			m += b
+		}
+		return m
+	case syntax.POW:
+		if b < 0 {
+			if a == 0 {
+				throw(pos, builtin.ZeroDivision, "0 cannot be raised to a negative power")
+			}
+			return math.Pow(float64(a), float64(b))
+		}
+		r := int64(1)
+		base := a
+		for e := b; e > 0; e >>= 1 {
+			if e&1 == 1 {
+				n := r * base
+				if base != 0 && n/base != r {
+					overflow()
+				}
+				r = n
+			}
+			if e > 1 {
+				n := base * base
+				if base != 0 && n/base != base {
+					overflow()
+				}
+				base = n
+			}
+		}
+		return r
+	}
+	throw(pos, builtin.TypeError, "unsupported operator %s", op)
+	return nil
+}
+
+func floatOp(pos syntax.Pos, op syntax.Token, a, b float64) builtin.Value {
+	switch op {
+	case syntax.PLUS:
+		return a + b
+	case syntax.MINUS:
+		return a - b
+	case syntax.STAR:
+		return a * b
+	case syntax.SLASH:
+		if b == 0 {
+			throw(pos, builtin.ZeroDivision, "float division by zero")
+		}
+		return a / b
+	case syntax.PERCENT:
+		if b == 0 {
+			throw(pos, builtin.ZeroDivision, "float modulo")
+		}
+		m := math.Mod(a, b)
+		if m != 0 && (m < 0) != (b < 0) {
+			m += b
+		}
+		return m
+	case syntax.POW:
+		if a == 0 && b < 0 {
+			throw(pos, builtin.ZeroDivision, "0.0 cannot be raised to a negative power")
+		}
+		r := math.Pow(a, b)
+		if math.IsInf(r, 0) && !math.IsInf(a, 0) {
+			throw(pos, builtin.ValueError, "numerical result out of range")
+		}
+		return r
+	}
+	throw(pos, builtin.TypeError, "unsupported operator %s", op)
+	return nil
+}
+
+func compareOp(f *frame, op syntax.CompareOp, a, b builtin.Value) builtin.Value {
+	switch op.Op {
+	case syntax.EQ:
+		return builtin.Equal(a, b)
+	case syntax.NE:
+		return !builtin.Equal(a, b)
+	case syntax.LT, syntax.GT, syntax.LE, syntax.GE:
+		r, err := builtin.Compare(a, b)
+		if err != nil {
+			throwErr(op.OpPos, err)
+		}
+		switch op.Op {
+		case syntax.LT:
+			return r < 0
+		case syntax.GT:
+			return r > 0
+		case syntax.LE:
+			return r <= 0
+		}
+		return r >= 0
+	case syntax.IN:
+		return in(f, op.OpPos, a, b, true)
+	case syntax.NOTIN:
+		r := in(f, op.OpPos, a, b, false)
+		if l, ok := r.([]builtin.Value); ok {
+			out := make([]builtin.Value, len(l))
+			for i, e := range l {
+				out[i] = !builtin.Truthy(e)
+			}
+			return out
+		}
+		return !builtin.Truthy(r)
+	case syntax.IS:
+		return is(f, op.OpPos, a, b)
+	case syntax.ISNOT:
+		return !is(f, op.OpPos, a, b)
+	case syntax.CONTAINS_ONLY:
+		return containsOnly(f, op.OpPos, a, b)
+	}
+	throw(op.OpPos, builtin.TypeError, "unsupported comparison %s", op.Op)
+	return nil
+}
+
+func is(f *frame, pos syntax.Pos, a, b builtin.Value) bool {
+	if p, ok := b.(*pattern); ok {
+		return p.matchValue(f, pos, a)
+	}
+	ab, aIsBool := builtin.Strip(a).(bool)
+	bb, bIsBool := builtin.Strip(b).(bool)
+	if aIsBool || bIsBool {
+		return aIsBool && bIsBool && ab == bb
+	}
+	return builtin.Equal(a, b)
+}
+
+// in implements `a in b` (spec §8.3); mark says whether to mark occurrences.
+func in(f *frame, pos syntax.Pos, a, b builtin.Value, mark bool) builtin.Value {
+	bs := builtin.Strip(b)
+	if bs == nil {
+		return false
+	}
+	if l, ok := builtin.Strip(a).([]builtin.Value); ok {
+		out := make([]builtin.Value, len(l))
+		for i, e := range l {
+			out[i] = in(f, pos, e, b, mark)
+		}
+		return out
+	}
+	as := builtin.Strip(a)
+	switch y := bs.(type) {
+	case string:
+		x, ok := as.(string)
+		if !ok {
+			throw(pos, builtin.TypeError, "'in <string>' requires string as left operand, not %s", builtin.TypeName(a))
+		}
+		return strIn(f, x, y, builtin.At(b), mark)
+	case *builtin.Contents:
+		x, ok := as.(string)
+		if !ok {
+			for _, c := range y.Chunks {
+				if builtin.Equal(a, c) {
+					return true
+				}
+			}
+			return false
+		}
+		found := false
+		for _, c := range y.Chunks {
+			switch ch := c.(type) {
+			case *builtin.TextChunk:
+				if strIn(f, x, ch.Text, ch.At.Child("text", 1), mark) {
+					found = true
+				}
+			case *builtin.Image:
+				if strIn(f, x, ch.URL, ch.At.Child("image_url", 1).Child("url", 0), mark) {
+					found = true
+				}
+			}
+			if found && !mark {
+				return true
+			}
+		}
+		return found
+	case []builtin.Value:
+		for _, e := range y {
+			if builtin.Equal(a, e) {
+				return true
+			}
+		}
+		return false
+	case builtin.Tuple:
+		for _, e := range y {
+			if builtin.Equal(a, e) {
+				return true
+			}
+		}
+		return false
+	case *builtin.Dict:
+		k, ok := as.(string)
+		if !ok {
+			return false
+		}
+		_, has := y.M[k]
+		return has
+	}
+	throw(pos, builtin.TypeError, "argument of type '%s' is not iterable", builtin.TypeName(b))
+	return nil
+}
+
+func strIn(f *frame, needle, hay string, at *builtin.Path, mark bool) bool {
+	i := strings.Index(hay, needle)
+	if i < 0 {
+		return false
+	}
+	if !mark || at == nil || needle == "" || f == nil {
+		return true
+	}
+	nl := utf8.RuneCountInString(needle)
+	off := 0  // byte offset scanned
+	roff := 0 // rune offset of off
+	for i >= 0 {
+		roff += utf8.RuneCountInString(hay[off : off+i])
+		f.mark(at, roff, roff+nl)
+		off += i + len(needle)
+		roff += nl
+		i = strings.Index(hay[off:], needle)
+	}
+	return true
+}
+
+func containsOnly(f *frame, pos syntax.Pos, a, b builtin.Value) bool {
+	var els []builtin.Value
+	switch x := builtin.Strip(a).(type) {
+	case string, []builtin.Value, builtin.Tuple, *builtin.Dict:
+		els, _ = builtin.Elements(x)
+	default:
+		throw(pos, builtin.TypeError, "contains_only needs a list, tuple, dict or str on the left, not %s", builtin.TypeName(a))
+	}
+	for _, e := range els {
+		if !builtin.Truthy(in(f, pos, e, b, false)) {
+			return false
+		}
+	}
+	return true
+}
+
+// flowTest implements a -> b and a ~> b (spec §8.6).
+func flowTest(f *frame, pos syntax.Pos, a, b builtin.Value, immediate bool) bool {
+	ea, ok1 := a.(builtin.Event)
+	eb, ok2 := b.(builtin.Event)
+	if !ok1 || !ok2 || (isTool(a) && false) {
+		throw(pos, builtin.FlowError, "flow operands must be events of the trace, not %s and %s", builtin.TypeName(a), builtin.TypeName(b))
+	}
+	if immediate {
+		return ea.Seq()+1 == eb.Seq()
+	}
+	return ea.Seq() < eb.Seq()
+}
+
+func isTool(v builtin.Value) bool { _, ok := v.(*builtin.Tool); return ok }
+
+// index implements e[k] (spec §6.6).
+func index(f *frame, pos syntax.Pos, x, k builtin.Value) builtin.Value {
+	at := builtin.At(x)
+	ks := builtin.Strip(k)
+	switch c := builtin.Strip(x).(type) {
+	case []builtin.Value, builtin.Tuple, string, *builtin.Contents:
+		i, ok := ks.(int64)
+		if b, isB := ks.(bool); isB {
+			i, ok = 0, true
+			if b {
+				i = 1
+			}
+		}
+		if !ok {
+			throw(pos, builtin.TypeError, "indices must be integers, not %s", builtin.TypeName(k))
+		}
+		switch s := c.(type) {
+		case string:
+			rs := []rune(s)
+			j := normIndex(pos, i, len(rs))
+			return string(rs[j])
+		case *builtin.Contents:
+			return s.Chunks[normIndex(pos, i, len(s.Chunks))]
+		case builtin.Tuple:
+			return s[normIndex(pos, i, len(s))]
+		case []builtin.Value:
+			j := normIndex(pos, i, len(s))
+			return builtin.ChildAt(at, itoa(j), j, s[j])
+		}
+	case *builtin.Dict:
+		key, ok := ks.(string)
+		if !ok {
+			throw(pos, builtin.TypeError, "dict keys are strings, not %s", builtin.TypeName(k))
+		}
+		v, ok := c.M[key]
+		if !ok {
+			throw(pos, builtin.KeyError, "missing key %s", key)
+		}
+		return builtin.ChildAt(at, key, keyOrd(c, key), v)
+	}
+	throw(pos, builtin.TypeError, "'%s' object is not subscriptable", builtin.TypeName(x))
+	return nil
+}
+
+func normIndex(pos syntax.Pos, i int64, n int) int {
+	if i < 0 {
+		i += int64(n)
+	}
+	if i < 0 || i >= int64(n) {
+		throw(pos, builtin.KeyError, "index out of range")
+	}
+	return int(i)
+}
+
+func keyOrd(d *builtin.Dict, k string) int {
+	for i, kk := range d.Keys {
+		if kk == k {
+			return i
+		}
+	}
+	return 0
+}
+
+func isSpace(r rune) bool {
+	return unicode.IsSpace(r) || r == 0x1c || r == 0x1d || r == 0x1e || r == 0x1f
+}
