@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vigilhq/vigil/ledger"
+	"github.com/vigilhq/vigil/server"
+	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/store/sqlite"
+)
+
+// vigil serve: the API server (spec/explorer-api.md, spec/ledger.md §10)
+// on one listener, with configuration from flags and environment
+// (spec/gateway.md §10: flags > environment > defaults).
+
+func init() {
+	register(command{name: "serve", summary: "run the Vigil server (API, ledger, metrics)", run: runServe})
+}
+
+// shutdownTimeout bounds how long in-flight requests may take to finish
+// after a stop signal.
+const shutdownTimeout = 30 * time.Second
+
+// openPostgres opens a PostgreSQL store; store/postgres registers it when
+// that package is linked in (nil: not available in this build).
+var openPostgres func(ctx context.Context, dsn string) (store.Store, error)
+
+func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "serve [--listen ADDR] [--data-dir DIR | --db postgres://...] [--ledger-key-file FILE]",
+		"Run the Vigil server. With no flags it serves on 127.0.0.1:8080 with a SQLite database in\n~/.vigil, and prints an admin API key on first start (or registers $VIGIL_API_KEY).", stderr)
+	listen := fs.String("listen", envOr("VIGIL_LISTEN", ""), "listen address (env VIGIL_LISTEN; PORT sets the port)")
+	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", ""), "data directory: SQLite database, ledger key (default ~/.vigil)")
+	db := fs.String("db", envOr("VIGIL_DB", ""), "PostgreSQL URL instead of SQLite (env VIGIL_DB)")
+	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", ""), "ledger signing key file (default <data-dir>/ledger.key; VIGIL_LEDGER_KEY holds the seed itself)")
+	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", "text"), "log format: text or json")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *listen == "" {
+		*listen = "127.0.0.1:8080"
+		if port := os.Getenv("PORT"); port != "" {
+			*listen = "127.0.0.1:" + port
+		}
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
+	if *logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
+	}
+	log := slog.New(handler)
+
+	if *dataDir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return fmt.Errorf("serve: no --data-dir and no home directory: %w", err)
+		}
+		*dataDir = filepath.Join(home, ".vigil")
+	}
+	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
+		return fmt.Errorf("serve: data dir: %w", err)
+	}
+	st, err := openServeStore(ctx, *dataDir, *db)
+	if err != nil {
+		return err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			st.Close()
+		}
+	}()
+	key, err := ledger.LoadServerKey(ledger.ServerKeyOptions{Hex: os.Getenv(ledger.KeyEnv), File: *keyFile, DataDir: *dataDir})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	ring, err := ledger.LoadKeyRing(filepath.Join(*dataDir, ledger.KeyRingDirName))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	boot, err := server.Bootstrap(ctx, st, server.BootstrapOptions{
+		AdminUsername: os.Getenv("VIGIL_AUTH_ADMIN_USERNAME"), EnvKey: os.Getenv("VIGIL_API_KEY"),
+	})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if boot.Warning != "" {
+		log.Warn(boot.Warning)
+	}
+	if boot.GeneratedKey != "" {
+		fmt.Fprintf(stderr, "vigil: created admin API key (shown once, store it now): %s\n", boot.GeneratedKey)
+	}
+	cfg := server.Config{
+		Store: st, LedgerKey: key, KeyRing: ring, Logger: log, Version: version,
+		MetricsToken:        envOr("VIGIL_METRICS_TOKEN", os.Getenv("PROMETHEUS_TOKEN")),
+		MetricsPublic:       envBool("VIGIL_METRICS_PUBLIC"),
+		AnonymousReadPublic: envBool("VIGIL_AUTH_ANONYMOUS_READ_PUBLIC"),
+	}
+	if cfg.MaxJSONBytes, err = envSize("VIGIL_LIMITS_MAX_JSON_BYTES"); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if cfg.MaxUploadBytes, err = envSize("VIGIL_LIMITS_MAX_UPLOAD_BYTES"); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
+	}
+	fmt.Fprintf(stderr, "vigil: listening on http://%s (store %s, data dir %s)\n", ln.Addr(), st.Kind(), *dataDir)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Graceful stop: stop accepting, let in-flight requests (and their
+	// store transactions) finish, then close the store. A write that was
+	// acknowledged has committed before its response was sent.
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	closed = true
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("serve: close store: %w", err)
+	}
+	return nil
+}
+
+// openServeStore opens PostgreSQL when db is set, else SQLite in dataDir.
+func openServeStore(ctx context.Context, dataDir, db string) (store.Store, error) {
+	if db != "" {
+		if !strings.HasPrefix(db, "postgres://") && !strings.HasPrefix(db, "postgresql://") {
+			return nil, fmt.Errorf("serve: --db must be a postgres:// URL, got %q", db)
+		}
+		if openPostgres == nil {
+			return nil, errors.New("serve: PostgreSQL support is not available in this build")
+		}
+		st, err := openPostgres(ctx, db)
+		if err != nil {
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+		return st, nil
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(dataDir, "vigil.db"), nil)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	return st, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envBool(name string) bool {
+	b, _ := strconv.ParseBool(os.Getenv(name))
+	return b
+}
+
+// envSize parses a size in bytes or with a KiB/MiB/GiB suffix (0 when unset).
+func envSize(name string) (int64, error) {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return 0, nil
+	}
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(v, u.suffix) {
+			mult, v = u.m, strings.TrimSpace(strings.TrimSuffix(v, u.suffix))
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: want a positive size in bytes or KiB/MiB/GiB, got %q", name, os.Getenv(name))
+	}
+	return n * mult, nil
+}
