@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	_ "github.com/vigilhq/vigil/detect" // registers the detectors the suite calls
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/policy/builtin"
 	"github.com/vigilhq/vigil/trace"
