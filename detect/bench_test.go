@@ -57,3 +57,9 @@ func BenchmarkSecrets(b *testing.B) {
 		b.Run(kind, func(b *testing.B) { benchText(b, kind, func(s string) { Secrets(s) }) })
 	}
 }
+
+func BenchmarkPII(b *testing.B) {
+	for _, kind := range []string{"prose", "code"} {
+		b.Run(kind, func(b *testing.B) { benchText(b, kind, func(s string) { PII(s, nil) }) })
+	}
+}
