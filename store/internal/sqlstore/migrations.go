@@ -1,0 +1,173 @@
+package sqlstore
+
+import "strings"
+
+// Migrations returns the append-only migration list for kind ("sqlite" or
+// "postgres"). Never edit or reorder an entry once released: add a new one.
+// Each entry runs in its own transaction. The DDL is common to both
+// databases except for the markers replaced here ({{WITHOUT_ROWID}}).
+func Migrations(kind string) []string {
+	out := make([]string, len(migrations))
+	for i, m := range migrations {
+		if kind == "sqlite" {
+			m = strings.ReplaceAll(m, "{{WITHOUT_ROWID}}", "WITHOUT ROWID")
+		} else {
+			m = strings.ReplaceAll(m, "{{WITHOUT_ROWID}}", "")
+		}
+		out[i] = m
+	}
+	return out
+}
+
+var migrations = []string{
+	// 1: accounts, datasets, traces, messages, annotations, tool registry,
+	// ledger sessions, receipts, agent keys.
+	`
+CREATE TABLE users (
+	id TEXT PRIMARY KEY,
+	username TEXT NOT NULL UNIQUE,
+	role TEXT NOT NULL,
+	email TEXT NOT NULL DEFAULT '',
+	disabled BOOLEAN NOT NULL DEFAULT FALSE,
+	time_created BIGINT NOT NULL
+);
+
+CREATE TABLE api_keys (
+	id TEXT PRIMARY KEY,
+	key_hash TEXT NOT NULL UNIQUE,
+	prefix TEXT NOT NULL,
+	last4 TEXT NOT NULL,
+	name TEXT NOT NULL,
+	scope TEXT NOT NULL,
+	owner_id TEXT NOT NULL,
+	time_created BIGINT NOT NULL,
+	expires_at BIGINT,
+	revoked_at BIGINT,
+	last_used_at BIGINT
+);
+CREATE INDEX api_keys_owner ON api_keys (owner_id, time_created);
+
+CREATE TABLE web_sessions (
+	token_hash TEXT PRIMARY KEY,
+	key_id TEXT NOT NULL,
+	user_id TEXT NOT NULL,
+	scope TEXT NOT NULL,
+	created_at BIGINT NOT NULL,
+	last_used_at BIGINT NOT NULL
+);
+CREATE INDEX web_sessions_key ON web_sessions (key_id);
+CREATE INDEX web_sessions_user ON web_sessions (user_id);
+
+CREATE TABLE datasets (
+	id TEXT PRIMARY KEY,
+	owner_id TEXT NOT NULL,
+	name TEXT NOT NULL,
+	metadata TEXT NOT NULL,
+	is_public BOOLEAN NOT NULL DEFAULT FALSE,
+	time_created BIGINT NOT NULL,
+	latest_trace_time BIGINT,
+	next_index BIGINT NOT NULL DEFAULT 0,
+	num_traces BIGINT NOT NULL DEFAULT 0,
+	UNIQUE (owner_id, name)
+);
+
+CREATE TABLE traces (
+	id TEXT PRIMARY KEY,
+	dataset_id TEXT,
+	idx BIGINT NOT NULL,
+	owner_id TEXT NOT NULL,
+	name TEXT,
+	hierarchy_path TEXT NOT NULL,
+	metadata TEXT NOT NULL,
+	session_key TEXT,
+	session_id TEXT NOT NULL,
+	key_id TEXT,
+	shared BOOLEAN NOT NULL DEFAULT FALSE,
+	status TEXT NOT NULL,
+	ended_at BIGINT,
+	time_created BIGINT NOT NULL,
+	time_last_pushed BIGINT NOT NULL,
+	message_count BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX traces_dataset_idx ON traces (dataset_id, idx) WHERE dataset_id IS NOT NULL;
+CREATE INDEX traces_snippets ON traces (owner_id, time_created) WHERE dataset_id IS NULL;
+CREATE INDEX traces_session_key ON traces (session_key) WHERE session_key IS NOT NULL;
+
+CREATE TABLE messages (
+	trace_id TEXT NOT NULL,
+	idx BIGINT NOT NULL,
+	message_id TEXT NOT NULL,
+	node_ids TEXT NOT NULL,
+	data TEXT NOT NULL,
+	PRIMARY KEY (trace_id, idx)
+) {{WITHOUT_ROWID}};
+CREATE UNIQUE INDEX messages_message_id ON messages (trace_id, message_id);
+
+CREATE TABLE annotations (
+	id TEXT PRIMARY KEY,
+	trace_id TEXT NOT NULL,
+	owner_id TEXT NOT NULL,
+	user_id TEXT NOT NULL,
+	content TEXT NOT NULL,
+	message_id TEXT,
+	address TEXT NOT NULL,
+	extra_metadata TEXT,
+	source TEXT NOT NULL,
+	status TEXT NOT NULL,
+	resolved BOOLEAN NOT NULL,
+	time_created BIGINT NOT NULL
+);
+CREATE INDEX annotations_trace ON annotations (trace_id, time_created, id);
+
+CREATE TABLE dataset_tools (
+	dataset_id TEXT NOT NULL,
+	name TEXT NOT NULL,
+	count BIGINT NOT NULL,
+	argument_keys TEXT NOT NULL,
+	last_seen BIGINT NOT NULL,
+	PRIMARY KEY (dataset_id, name)
+);
+
+CREATE TABLE ledger_sessions (
+	id TEXT PRIMARY KEY,
+	run_id TEXT,
+	owner_id TEXT NOT NULL,
+	name TEXT NOT NULL,
+	agent TEXT NOT NULL,
+	signer TEXT NOT NULL,
+	signer_public_key TEXT,
+	created_at BIGINT NOT NULL,
+	closed_at BIGINT,
+	tampered_at BIGINT,
+	tamper_reason TEXT,
+	receipt_count BIGINT NOT NULL,
+	root_hash TEXT,
+	close_hash TEXT,
+	close_signature TEXT,
+	extra TEXT,
+	tail_hash TEXT NOT NULL,
+	tail_timestamp BIGINT NOT NULL
+);
+CREATE INDEX ledger_sessions_run ON ledger_sessions (run_id);
+CREATE INDEX ledger_sessions_owner ON ledger_sessions (owner_id, created_at);
+
+CREATE TABLE receipts (
+	session_id TEXT NOT NULL,
+	seq BIGINT NOT NULL,
+	id TEXT NOT NULL,
+	hash TEXT NOT NULL,
+	timestamp BIGINT NOT NULL,
+	text TEXT NOT NULL,
+	PRIMARY KEY (session_id, seq)
+) {{WITHOUT_ROWID}};
+CREATE UNIQUE INDEX receipts_id ON receipts (session_id, id);
+
+CREATE TABLE agent_keys (
+	agent TEXT NOT NULL,
+	public_key TEXT NOT NULL,
+	created_at BIGINT NOT NULL,
+	revoked_at BIGINT
+);
+CREATE UNIQUE INDEX agent_keys_active ON agent_keys (agent) WHERE revoked_at IS NULL;
+`,
+}

@@ -1,0 +1,499 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/vigilhq/vigil/store"
+)
+
+const traceCols = `id, dataset_id, idx, owner_id, name, hierarchy_path, metadata, session_key, session_id, key_id, shared, status, ended_at, time_created, time_last_pushed, message_count`
+
+var traceColList = splitCols(traceCols)
+
+func scanTrace(r interface{ Scan(...any) error }) (*store.Trace, error) {
+	t := &store.Trace{}
+	var ds, name, sk, key *string
+	var hp, md, status string
+	var ended *int64
+	var tc, tl int64
+	if err := r.Scan(&t.ID, &ds, &t.Index, &t.OwnerID, &name, &hp, &md, &sk, &t.SessionID, &key, &t.Shared, &status, &ended, &tc, &tl, &t.MessageCount); err != nil {
+		return nil, err
+	}
+	t.DatasetID, t.Name, t.SessionKey, t.KeyID = str(ds), str(name), str(sk), str(key)
+	if err := json.Unmarshal([]byte(hp), &t.HierarchyPath); err != nil {
+		return nil, fmt.Errorf("trace %s hierarchy_path: %w", t.ID, err)
+	}
+	t.Metadata = json.RawMessage(md)
+	t.Status = store.RunStatus(status)
+	t.EndedAt = fromMicrosPtr(ended)
+	t.TimeCreated, t.TimeLastPushed = fromMicros(tc), fromMicros(tl)
+	return t, nil
+}
+
+func traceRow(t *store.Trace) []any {
+	hp := t.HierarchyPath
+	if hp == nil {
+		hp = []string{}
+	}
+	hpj, _ := json.Marshal(hp)
+	return []any{t.ID, nullString(t.DatasetID), t.Index, t.OwnerID, nullString(t.Name), string(hpj), objectOrEmpty(t.Metadata),
+		nullString(t.SessionKey), t.SessionID, nullString(t.KeyID), t.Shared, string(t.Status), microsPtr(t.EndedAt),
+		micros(t.TimeCreated), micros(t.TimeLastPushed), int64(t.MessageCount)}
+}
+
+var messageColList = []string{"trace_id", "idx", "message_id", "node_ids", "data"}
+
+func messageRow(traceID string, m *store.Message) []any {
+	ids := m.NodeIDs
+	if ids == nil {
+		ids = []string{}
+	}
+	j, _ := json.Marshal(ids)
+	return []any{traceID, int64(m.Index), m.ID, string(j), string(m.Data)}
+}
+
+var receiptColList = []string{"session_id", "seq", "id", "hash", "timestamp", "text"}
+
+func receiptRow(r *store.Receipt) []any {
+	return []any{r.SessionID, r.Seq, r.ID, r.Hash, r.Timestamp, r.Text}
+}
+
+// prepareMessages copies msgs with indices from first, defaulting ids, and
+// rejects duplicate ids within the batch.
+func prepareMessages(traceID string, msgs []store.Message, first int) ([]store.Message, error) {
+	out := make([]store.Message, len(msgs))
+	seen := make(map[string]bool, len(msgs))
+	for j, m := range msgs {
+		if m.ID == "" {
+			m.ID = store.NewULID()
+		}
+		if seen[m.ID] {
+			return nil, fmt.Errorf("trace %s: message id %q appears twice: %w", traceID, m.ID, store.ErrConflict)
+		}
+		if len(m.Data) == 0 {
+			return nil, fmt.Errorf("trace %s: message %d has no data", traceID, first+j)
+		}
+		seen[m.ID] = true
+		m.Index = first + j
+		out[j] = m
+	}
+	return out, nil
+}
+
+// seal calls fn and advances sess's tail over the receipts it returns.
+func seal(ctx context.Context, fn store.SealFunc, sess *store.Session, t *store.Trace, first int, events []store.Message) ([]store.Receipt, error) {
+	if fn == nil || len(events) == 0 {
+		return nil, nil
+	}
+	tcopy := *t
+	tcopy.Messages = nil
+	scopy := *sess
+	recs, err := fn(ctx, store.SealRequest{Session: &scopy, Trace: &tcopy, FirstIndex: first, Events: events})
+	if err != nil {
+		return nil, fmt.Errorf("seal trace %s: %w", t.ID, err)
+	}
+	if err := advance(sess, recs); err != nil {
+		return nil, fmt.Errorf("seal trace %s: %w", t.ID, err)
+	}
+	return recs, nil
+}
+
+// advance numbers recs from sess's tail and moves the tail past them.
+func advance(sess *store.Session, recs []store.Receipt) error {
+	for i := range recs {
+		r := &recs[i]
+		if r.ID == "" || r.Hash == "" || r.Text == "" {
+			return fmt.Errorf("receipt %d lacks id, hash or text", i)
+		}
+		r.SessionID = sess.ID
+		r.Seq = sess.Tail.Count
+		if sess.Tail.Count == 0 {
+			sess.RootHash = r.Hash
+		}
+		sess.Tail.Count++
+		sess.Tail.LastHash = r.Hash
+		sess.Tail.LastTimestamp = r.Timestamp
+	}
+	sess.ReceiptCount = sess.Tail.Count
+	return nil
+}
+
+// anchor resolves a.AnchorIndex with lookup and fills defaults.
+func anchor(a *store.Annotation, traceID, ownerID string, lookup func(i int) (string, bool, error)) error {
+	if a.ID == "" {
+		a.ID = store.NewID()
+	}
+	a.TraceID = traceID
+	if a.OwnerID == "" {
+		a.OwnerID = ownerID
+	}
+	a.TimeCreated = orNow(a.TimeCreated)
+	a.Source = store.AnnotationSource(a.ExtraMetadata)
+	if a.MessageID == "" && a.AnchorIndex != nil {
+		id, ok, err := lookup(*a.AnchorIndex)
+		if err != nil {
+			return err
+		}
+		if ok {
+			a.MessageID = id
+		} else {
+			a.Address = "messages." + strconv.Itoa(*a.AnchorIndex) + a.Address
+			a.Resolved = false
+		}
+	}
+	a.AnchorIndex = nil
+	return nil
+}
+
+// PushTraces implements store.Traces.
+func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.PushResult, error) {
+	if len(req.Traces) == 0 {
+		return nil, errors.New("push: no traces")
+	}
+	var res *store.PushResult
+	err := s.inTx(ctx, func(tx Tx) error {
+		res = &store.PushResult{}
+		at := now()
+		ds, created, err := s.resolvePushDataset(ctx, tx, req, at)
+		if err != nil {
+			return err
+		}
+		res.Dataset, res.DatasetCreated = ds, created
+
+		var start, maxExplicit int64 = 0, -1
+		if ds != nil {
+			start = ds.NextIndex
+		}
+		auto := start
+		batchIDs := make(map[string]bool, len(req.Traces))
+		var traceRows, sessRows, msgRows, recRows, annRows [][]any
+		for i := range req.Traces {
+			nt := &req.Traces[i]
+			t, err := s.newTrace(ctx, tx, req, nt, batchIDs, at)
+			if err != nil {
+				return err
+			}
+			if ds != nil {
+				t.DatasetID = ds.ID
+				if nt.Index != nil {
+					if *nt.Index < 0 {
+						return fmt.Errorf("push trace %d: negative index %d", i, *nt.Index)
+					}
+					t.Index = *nt.Index
+					maxExplicit = max(maxExplicit, t.Index)
+				} else {
+					t.Index = auto
+					auto++
+				}
+			}
+			sess := newSession(nt.Session, t, req.OwnerID, at)
+			t.SessionID = sess.ID
+			t.Messages, err = prepareMessages(t.ID, nt.Messages, 0)
+			if err != nil {
+				return err
+			}
+			t.MessageCount = len(t.Messages)
+			recs, err := seal(ctx, req.Seal, sess, t, 0, t.Messages)
+			if err != nil {
+				return err
+			}
+			if nt.Status != "" && nt.Status != store.RunOpen {
+				t.Status = nt.Status
+				t.EndedAt = &at
+				if req.Close != nil {
+					if err := closeWith(ctx, req.Close, sess); err != nil {
+						return fmt.Errorf("push trace %s: %w", t.ID, err)
+					}
+				}
+			}
+			msgs := t.Messages
+			for _, a := range nt.Annotations {
+				err := anchor(a, t.ID, req.OwnerID, func(i int) (string, bool, error) {
+					if i >= 0 && i < len(msgs) {
+						return msgs[i].ID, true, nil
+					}
+					return "", false, nil
+				})
+				if err != nil {
+					return err
+				}
+				annRows = append(annRows, annotationRow(a))
+			}
+			traceRows = append(traceRows, traceRow(t))
+			sessRows = append(sessRows, sessionRow(sess))
+			for j := range msgs {
+				msgRows = append(msgRows, messageRow(t.ID, &msgs[j]))
+			}
+			for j := range recs {
+				recRows = append(recRows, receiptRow(&recs[j]))
+			}
+			res.Traces = append(res.Traces, t)
+		}
+		if ds != nil {
+			next := max(auto, maxExplicit+1, start)
+			if _, err := tx.Exec(ctx, `UPDATE datasets SET next_index = $2, num_traces = num_traces + $3, latest_trace_time = $4 WHERE id = $1`,
+				ds.ID, next, int64(len(req.Traces)), micros(at)); err != nil {
+				return fmt.Errorf("push into dataset %s: %w", ds.ID, err)
+			}
+			ds.NextIndex = next
+			ds.NumTraces += len(req.Traces)
+			ds.LatestTraceTime = &at
+		}
+		for _, b := range []struct {
+			table string
+			cols  []string
+			rows  [][]any
+		}{
+			{"traces", traceColList, traceRows},
+			{"ledger_sessions", sessionColList, sessRows},
+			{"messages", messageColList, msgRows},
+			{"receipts", receiptColList, recRows},
+			{"annotations", annotationColList, annRows},
+		} {
+			if len(b.rows) == 0 {
+				continue
+			}
+			if err := tx.BulkInsert(ctx, b.table, b.cols, b.rows); err != nil {
+				return s.conflict(err, "push "+b.table)
+			}
+		}
+		if ds != nil {
+			return s.recordTools(ctx, tx, ds.ID, req.Tools, at)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// resolvePushDataset finds, creates and locks the push's dataset (nil for
+// snippets).
+func (s *Store) resolvePushDataset(ctx context.Context, tx Tx, req store.PushRequest, at time.Time) (*store.Dataset, bool, error) {
+	if req.DatasetName == "" {
+		return nil, false, nil
+	}
+	created := false
+	if req.CreateIfMissing {
+		n, err := tx.Exec(ctx, `INSERT INTO datasets (`+datasetCols+`) VALUES ($1, $2, $3, $4, FALSE, $5, NULL, 0, 0)
+			ON CONFLICT (owner_id, name) DO NOTHING`,
+			store.NewID(), req.OwnerID, req.DatasetName, objectOrEmpty(req.NewDatasetMetadata), micros(at))
+		if err != nil {
+			return nil, false, fmt.Errorf("create dataset %q: %w", req.DatasetName, err)
+		}
+		created = n == 1
+	}
+	ds, err := scanDataset(tx.QueryRow(ctx, `SELECT `+datasetCols+` FROM datasets WHERE owner_id = $1 AND name = $2`+s.b.ForUpdate(),
+		req.OwnerID, req.DatasetName))
+	if err != nil {
+		return nil, false, notFound(err, fmt.Sprintf("dataset %q", req.DatasetName))
+	}
+	if req.RequireEmpty && ds.NumTraces > 0 {
+		return nil, false, fmt.Errorf("dataset %q has %d traces: %w", req.DatasetName, ds.NumTraces, store.ErrConflict)
+	}
+	if req.MergeMetadata != nil {
+		md, err := store.MergeMetadata(ds.Metadata, req.MergeMetadata, false)
+		if err != nil {
+			return nil, false, fmt.Errorf("dataset %q metadata: %w", req.DatasetName, err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE datasets SET metadata = $2 WHERE id = $1`, ds.ID, string(md)); err != nil {
+			return nil, false, fmt.Errorf("dataset %q metadata: %w", req.DatasetName, err)
+		}
+		ds.Metadata = md
+	}
+	return ds, created, nil
+}
+
+// newTrace builds the trace row of nt (without dataset, index, session or
+// messages), choosing its id.
+func (s *Store) newTrace(ctx context.Context, tx Tx, req store.PushRequest, nt *store.NewTrace, batch map[string]bool, at time.Time) (*store.Trace, error) {
+	id := nt.ID
+	if id != "" && req.ReplaceTakenIDs {
+		taken := batch[id]
+		if !taken {
+			var one int
+			err := tx.QueryRow(ctx, `SELECT 1 FROM traces WHERE id = $1`, id).Scan(&one)
+			switch {
+			case err == nil:
+				taken = true
+			case !errors.Is(err, ErrNoRows):
+				return nil, fmt.Errorf("push trace %s: %w", id, err)
+			}
+		}
+		if taken {
+			id = ""
+		}
+	}
+	if id == "" {
+		id = store.NewID()
+	}
+	if batch[id] {
+		return nil, fmt.Errorf("push trace %s: id appears twice: %w", id, store.ErrConflict)
+	}
+	batch[id] = true
+	tc := at
+	if !nt.TimeCreated.IsZero() {
+		tc = orNow(nt.TimeCreated)
+	}
+	hp := nt.HierarchyPath
+	if hp == nil {
+		hp = []string{}
+	}
+	return &store.Trace{
+		ID:             id,
+		OwnerID:        req.OwnerID,
+		Name:           nt.Name,
+		HierarchyPath:  hp,
+		Metadata:       json.RawMessage(objectOrEmpty(nt.Metadata)),
+		SessionKey:     nt.SessionKey,
+		KeyID:          nt.KeyID,
+		Status:         store.RunOpen,
+		TimeCreated:    tc,
+		TimeLastPushed: tc,
+	}, nil
+}
+
+// newSession builds the ledger session created with trace t.
+func newSession(tmpl *store.Session, t *store.Trace, ownerID string, at time.Time) *store.Session {
+	sess := &store.Session{}
+	if tmpl != nil {
+		*sess = *tmpl
+	}
+	if sess.ID == "" {
+		sess.ID = t.ID
+	}
+	if sess.RunID == "" {
+		sess.RunID = t.ID
+	}
+	if sess.OwnerID == "" {
+		sess.OwnerID = ownerID
+	}
+	if sess.Signer == "" {
+		sess.Signer = "server"
+	}
+	if sess.CreatedAt.IsZero() {
+		sess.CreatedAt = at
+	}
+	sess.ReceiptCount = 0
+	sess.RootHash = ""
+	sess.Tail = store.Tail{LastHash: "0"}
+	return sess
+}
+
+// AppendEvents implements store.Traces.
+func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*store.AppendResult, error) {
+	if len(req.Messages) == 0 {
+		return nil, fmt.Errorf("append to trace %s: no messages", req.TraceID)
+	}
+	var res *store.AppendResult
+	err := s.inTx(ctx, func(tx Tx) error {
+		t, err := scanTrace(tx.QueryRow(ctx, `SELECT `+traceCols+` FROM traces WHERE id = $1`+s.b.ForUpdate(), req.TraceID))
+		if err != nil {
+			return notFound(err, "trace "+req.TraceID)
+		}
+		sess, err := s.lockSession(ctx, tx, t.SessionID)
+		if err != nil {
+			return fmt.Errorf("append to trace %s: %w", t.ID, err)
+		}
+		if t.Status != store.RunOpen {
+			return fmt.Errorf("append to trace %s: run is %s: %w", t.ID, t.Status, store.ErrFinished)
+		}
+		if sess.ClosedAt != nil {
+			return fmt.Errorf("append to trace %s: session %s is closed: %w", t.ID, sess.ID, store.ErrFinished)
+		}
+		first := t.MessageCount
+		msgs, err := prepareMessages(t.ID, req.Messages, first)
+		if err != nil {
+			return err
+		}
+		ids := make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i] = m.ID
+		}
+		var dup string
+		switch err := tx.QueryRow(ctx, `SELECT message_id FROM messages WHERE trace_id = $1 AND `+s.b.In("message_id", 2)+` LIMIT 1`,
+			t.ID, s.b.ListArg(ids)).Scan(&dup); {
+		case err == nil:
+			return fmt.Errorf("append to trace %s: message id %q already in the trace: %w", t.ID, dup, store.ErrConflict)
+		case !errors.Is(err, ErrNoRows):
+			return fmt.Errorf("append to trace %s: %w", t.ID, err)
+		}
+		at := orNow(req.Time)
+		recs, err := seal(ctx, req.Seal, sess, t, first, msgs)
+		if err != nil {
+			return err
+		}
+		var annRows [][]any
+		for _, a := range req.Annotations {
+			err := anchor(a, t.ID, t.OwnerID, func(i int) (string, bool, error) {
+				if i >= first && i < first+len(msgs) {
+					return msgs[i-first].ID, true, nil
+				}
+				if i < 0 || i >= first {
+					return "", false, nil
+				}
+				var id string
+				if err := tx.QueryRow(ctx, `SELECT message_id FROM messages WHERE trace_id = $1 AND idx = $2`, t.ID, int64(i)).Scan(&id); err != nil {
+					return "", false, fmt.Errorf("anchor annotation in trace %s: %w", t.ID, err)
+				}
+				return id, true, nil
+			})
+			if err != nil {
+				return err
+			}
+			annRows = append(annRows, annotationRow(a))
+		}
+		t.MessageCount += len(msgs)
+		t.TimeLastPushed = at
+		if _, err := tx.Exec(ctx, `UPDATE traces SET message_count = $2, time_last_pushed = $3 WHERE id = $1`,
+			t.ID, int64(t.MessageCount), micros(at)); err != nil {
+			return fmt.Errorf("append to trace %s: %w", t.ID, err)
+		}
+		if len(recs) > 0 {
+			if err := s.saveTail(ctx, tx, sess); err != nil {
+				return fmt.Errorf("append to trace %s: %w", t.ID, err)
+			}
+		}
+		rows := make([][]any, len(msgs))
+		for i := range msgs {
+			rows[i] = messageRow(t.ID, &msgs[i])
+		}
+		if err := tx.BulkInsert(ctx, "messages", messageColList, rows); err != nil {
+			return s.conflict(err, "append to trace "+t.ID)
+		}
+		if len(recs) > 0 {
+			rows := make([][]any, len(recs))
+			for i := range recs {
+				rows[i] = receiptRow(&recs[i])
+			}
+			if err := tx.BulkInsert(ctx, "receipts", receiptColList, rows); err != nil {
+				return s.conflict(err, "append receipts to session "+sess.ID)
+			}
+		}
+		if len(annRows) > 0 {
+			if err := tx.BulkInsert(ctx, "annotations", annotationColList, annRows); err != nil {
+				return s.conflict(err, "append annotations to trace "+t.ID)
+			}
+		}
+		if t.DatasetID != "" {
+			if _, err := tx.Exec(ctx, `UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at)); err != nil {
+				return fmt.Errorf("append to trace %s: %w", t.ID, err)
+			}
+			if err := s.recordTools(ctx, tx, t.DatasetID, req.Tools, at); err != nil {
+				return err
+			}
+		}
+		res = &store.AppendResult{Trace: t, Messages: msgs, Receipts: recs}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}

@@ -1,0 +1,12 @@
+package sqlite
+
+import "github.com/vigilhq/vigil/store/internal/sqlstore"
+
+// migrations is the append-only schema history of the SQLite store. Every
+// step lives in the list shared with store/postgres
+// (store/internal/sqlstore/migrations.go), so both backends number their
+// steps alike; a step that differs between the databases uses a marker
+// there rather than a list of its own here.
+func migrations() []string {
+	return sqlstore.Migrations("sqlite")
+}

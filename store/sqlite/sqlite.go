@@ -1,0 +1,296 @@
+// Package sqlite is the embedded SQLite implementation of store.Store, built
+// on modernc.org/sqlite (pure Go, no CGO). It is the default store of
+// `vigil serve`.
+//
+// Layout: one database file in WAL mode; one writer connection (a
+// database/sql pool capped at one connection, whose transactions start with
+// BEGIN IMMEDIATE, so writers queue in Go rather than fail with SQLITE_BUSY)
+// and a separate read-only pool for reads, which WAL lets run while the
+// writer commits. busy_timeout is the first pragma on every connection.
+// Migrations (shared with store/postgres, see migrations.go) run on Open, one
+// transaction each.
+//
+// Durability: synchronous=FULL by default, so an acknowledged write survives
+// a process crash and a power loss (the WAL is fsynced at every commit).
+// Options.Synchronous "NORMAL" trades the power-loss guarantee for speed: it
+// still survives a process crash, but the last commits may roll back after
+// a power cut.
+//
+// Non-goals: several processes writing one file (use store/postgres to
+// scale out), in-memory databases (the two pools need a file).
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/store/internal/sqlstore"
+)
+
+// Options tunes Open. The zero value is the default.
+type Options struct {
+	// Synchronous is "FULL" (default: durable across power loss) or
+	// "NORMAL" (durable across process crashes only).
+	Synchronous string
+	// Readers is the size of the read pool; 0 means max(4, GOMAXPROCS).
+	Readers int
+	// BusyTimeout bounds how long a statement waits for a lock; 0 means
+	// 10 s.
+	BusyTimeout time.Duration
+}
+
+// Open opens (creating it if needed) the database file at path, applies
+// pending migrations and returns the store. opt may be nil.
+func Open(ctx context.Context, path string, opt *Options) (store.Store, error) {
+	if opt == nil {
+		opt = &Options{}
+	}
+	if path == "" || strings.ContainsAny(path, "?#") || path == ":memory:" {
+		return nil, fmt.Errorf("open sqlite %q: want a file path without '?' or '#'", path)
+	}
+	sync := strings.ToUpper(opt.Synchronous)
+	switch sync {
+	case "":
+		sync = "FULL"
+	case "FULL", "NORMAL":
+	default:
+		return nil, fmt.Errorf("open sqlite %s: synchronous %q: want FULL or NORMAL", path, opt.Synchronous)
+	}
+	busy := opt.BusyTimeout
+	if busy <= 0 {
+		busy = 10 * time.Second
+	}
+	readers := opt.Readers
+	if readers <= 0 {
+		readers = max(4, runtime.GOMAXPROCS(0))
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+sync+")")
+	q.Add("_pragma", "foreign_keys(0)")
+	q.Add("_pragma", "temp_store(MEMORY)")
+	q.Add("_pragma", "cache_size(-16000)")
+	wq := url.Values{"_txlock": {"immediate"}}
+	for k, v := range q {
+		wq[k] = v
+	}
+	// url.Values.Encode sorts keys: _pragma values keep their order, and
+	// busy_timeout is the first of them.
+	writer, err := sql.Open("sqlite", path+"?"+wq.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+	if err := writer.PingContext(ctx); err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	rq := url.Values{}
+	for k, v := range q {
+		rq[k] = v
+	}
+	rq.Add("_pragma", "query_only(1)")
+	reader, err := sql.Open("sqlite", path+"?"+rq.Encode())
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	reader.SetMaxOpenConns(readers)
+	reader.SetMaxIdleConns(readers)
+	reader.SetConnMaxIdleTime(5 * time.Minute)
+	b := &backend{writer: writer, reader: reader}
+	s, err := sqlstore.Open(ctx, b)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return s, nil
+}
+
+type backend struct {
+	writer, reader *sql.DB
+	hub            sqlstore.Hub
+}
+
+func (b *backend) Kind() string                { return "sqlite" }
+func (b *backend) Reader() sqlstore.Querier    { return querier{b.reader} }
+func (b *backend) Writer() sqlstore.Querier    { return querier{b.writer} }
+func (b *backend) ForUpdate() string           { return "" }
+func (b *backend) In(col string, n int) string { return fmt.Sprintf("%s IN (SELECT value FROM json_each($%d))", col, n) }
+func (b *backend) Migrations() []string        { return migrations() }
+func (b *backend) Ping(ctx context.Context) error {
+	return b.reader.PingContext(ctx)
+}
+
+func (b *backend) ListArg(list any) any {
+	j, _ := json.Marshal(list)
+	return string(j)
+}
+
+func (b *backend) JSONStringEquals(col string, key, val int) string {
+	path := fmt.Sprintf(`'$."' || $%d || '"'`, key)
+	return fmt.Sprintf(`(json_type(%s, %s) = 'text' AND json_extract(%s, %s) = $%d)`, col, path, col, path, val)
+}
+
+func (b *backend) IsUnique(err error) bool {
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		c := e.Code()
+		return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+func (b *backend) LockMigrations(context.Context, sqlstore.Tx) error { return nil }
+
+func (b *backend) Begin(ctx context.Context) (sqlstore.Tx, error) {
+	tx, err := b.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &txn{querier: querier{tx}, tx: tx}, nil
+}
+
+func (b *backend) Notify(ctx context.Context, channel, payload string) error {
+	return b.hub.Notify(ctx, channel, payload)
+}
+
+func (b *backend) Subscribe(ctx context.Context, channel string) (<-chan string, error) {
+	return b.hub.Subscribe(ctx, channel)
+}
+
+func (b *backend) Close() error {
+	b.hub.Close()
+	return errors.Join(b.reader.Close(), b.writer.Close())
+}
+
+// sqlQuerier is what *sql.DB and *sql.Tx share.
+type sqlQuerier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+type querier struct{ q sqlQuerier }
+
+func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := q.q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	rows, err := q.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return sqlRow{q.q.QueryRowContext(ctx, query, args...)}
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+type sqlRow struct{ r *sql.Row }
+
+func (r sqlRow) Scan(dest ...any) error {
+	err := r.r.Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sqlstore.ErrNoRows
+	}
+	return err
+}
+
+type txn struct {
+	querier
+	tx *sql.Tx
+}
+
+func (t *txn) Commit(context.Context) error   { return t.tx.Commit() }
+func (t *txn) Rollback(context.Context) error { return t.tx.Rollback() }
+
+// BulkInsert inserts rows with multi-row INSERT statements, prepared once
+// per statement shape, bounded by SQLite's 32,766 host parameters.
+func (t *txn) BulkInsert(ctx context.Context, table string, cols []string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	const maxParams = 32766
+	per := min(max(1, maxParams/len(cols)), 200)
+	var stmt *sql.Stmt
+	stmtRows := 0
+	defer func() {
+		if stmt != nil {
+			stmt.Close()
+		}
+	}()
+	args := make([]any, 0, per*len(cols))
+	for start := 0; start < len(rows); start += per {
+		chunk := rows[start:min(start+per, len(rows))]
+		if stmt == nil || stmtRows != len(chunk) {
+			if stmt != nil {
+				stmt.Close()
+			}
+			var err error
+			stmt, err = t.tx.PrepareContext(ctx, insertSQL(table, cols, len(chunk)))
+			if err != nil {
+				return err
+			}
+			stmtRows = len(chunk)
+		}
+		args = args[:0]
+		for _, r := range chunk {
+			args = append(args, r...)
+		}
+		if _, err := stmt.ExecContext(ctx, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func insertSQL(table string, cols []string, n int) string {
+	var sb strings.Builder
+	sb.WriteString("INSERT INTO ")
+	sb.WriteString(table)
+	sb.WriteString(" (")
+	sb.WriteString(strings.Join(cols, ", "))
+	sb.WriteString(") VALUES ")
+	p := 1
+	for i := range n {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteByte('(')
+		for j := range cols {
+			if j > 0 {
+				sb.WriteString(", ")
+			}
+			fmt.Fprintf(&sb, "$%d", p)
+			p++
+		}
+		sb.WriteByte(')')
+	}
+	return sb.String()
+}

@@ -1,0 +1,116 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/vigilhq/vigil/store"
+)
+
+// Bench runs the shared benchmarks as sub-benchmarks of b. open returns a
+// fresh store (closed by b.Cleanup).
+//
+//   - Push: one PushTraces of 100 traces × 20 events (about 200 bytes
+//     each) with a receipt per event, the API's target batch; reports
+//     events/s.
+//   - Append: one AppendEvents of 5 events with receipts to a growing trace.
+//   - GetTrace: a 20-event trace with messages.
+//   - Iter: streaming 1,000 traces × 20 events in index order.
+func Bench(b *testing.B, open func(b *testing.B) store.Store) {
+	b.Run("Push", func(b *testing.B) { benchPush(b, open(b)) })
+	b.Run("Append", func(b *testing.B) { benchAppend(b, open(b)) })
+	b.Run("GetTrace", func(b *testing.B) { benchGet(b, open(b)) })
+	b.Run("Iter", func(b *testing.B) { benchIter(b, open(b)) })
+}
+
+func benchEvents(prefix string, n int) []store.Message {
+	out := make([]store.Message, n)
+	for i := range out {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		out[i] = store.Message{ID: id, NodeIDs: []string{"N" + id}, Data: fmt.Appendf(nil,
+			`{"role":"assistant","content":"step %d: the agent looked at the ticket and decided to call the refund tool with the order id","tool_calls":[],"message_id":%q}`, i, id)}
+	}
+	return out
+}
+
+func benchPush(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	u := &store.User{Username: "bench"}
+	must(b, s.CreateUser(ctx, u))
+	const traces, per = 100, 20
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		req := store.PushRequest{OwnerID: u.ID, DatasetName: "bench", CreateIfMissing: true, Seal: chainSeal}
+		for i := range traces {
+			req.Traces = append(req.Traces, store.NewTrace{Name: "t", Messages: benchEvents(fmt.Sprintf("b%d-%d", n, i), per)})
+		}
+		if _, err := s.PushTraces(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	b.ReportMetric(float64(n*traces*per)/b.Elapsed().Seconds(), "events/s")
+}
+
+func benchAppend(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	u := &store.User{Username: "bench"}
+	must(b, s.CreateUser(ctx, u))
+	res, err := s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, DatasetName: "bench", CreateIfMissing: true,
+		Traces: []store.NewTrace{{Messages: benchEvents("first", 1)}}, Seal: chainSeal})
+	must(b, err)
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		if _, err := s.AppendEvents(ctx, store.AppendRequest{TraceID: res.Traces[0].ID, Messages: benchEvents(fmt.Sprintf("a%d", n), 5), Seal: chainSeal}); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	b.ReportMetric(float64(n*5)/b.Elapsed().Seconds(), "events/s")
+}
+
+func benchGet(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	u := &store.User{Username: "bench"}
+	must(b, s.CreateUser(ctx, u))
+	res, err := s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, DatasetName: "bench", CreateIfMissing: true,
+		Traces: []store.NewTrace{{Messages: benchEvents("g", 20)}}})
+	must(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.GetTrace(ctx, res.Traces[0].ID, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchIter(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	u := &store.User{Username: "bench"}
+	must(b, s.CreateUser(ctx, u))
+	var ds string
+	for p := range 10 {
+		req := store.PushRequest{OwnerID: u.ID, DatasetName: "bench", CreateIfMissing: true}
+		for i := range 100 {
+			req.Traces = append(req.Traces, store.NewTrace{Messages: benchEvents(fmt.Sprintf("i%d-%d", p, i), 20)})
+		}
+		res, err := s.PushTraces(ctx, req)
+		must(b, err)
+		ds = res.Dataset.ID
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		for _, err := range s.IterTraces(ctx, ds, store.IterOptions{}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != 1000 {
+			b.Fatalf("iterated %d traces", n)
+		}
+	}
+}
