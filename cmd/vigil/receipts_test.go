@@ -308,4 +308,3 @@ func TestReceiptsVerifyUsage(t *testing.T) {
 		t.Errorf("receipts -h: exit %d", code)
 	}
 }
-
