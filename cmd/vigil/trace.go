@@ -71,7 +71,7 @@ Exit status: 0 all files valid, 1 some file invalid, 2 some file unreadable.`, s
 	}
 	worst := 0
 	for _, name := range files {
-		data, err := readInput(name, stdin)
+		data, err := readTraceInput(name, stdin)
 		if err != nil {
 			fmt.Fprintf(stderr, "vigil: trace lint: %v\n", err)
 			worst = 2
@@ -96,7 +96,7 @@ Exit status: 0 all files valid, 1 some file invalid, 2 some file unreadable.`, s
 	return nil
 }
 
-func readInput(name string, stdin io.Reader) ([]byte, error) {
+func readTraceInput(name string, stdin io.Reader) ([]byte, error) {
 	if name == "-" {
 		return io.ReadAll(stdin)
 	}
@@ -248,7 +248,7 @@ unreadable file or bad address.`, stderr)
 	if err != nil {
 		return fmt.Errorf("trace get: %w", err)
 	}
-	data, err := readInput(pos[0], stdin)
+	data, err := readTraceInput(pos[0], stdin)
 	if err != nil {
 		return fmt.Errorf("trace get: %w", err)
 	}
