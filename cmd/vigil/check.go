@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	_ "github.com/vigilhq/vigil/detect" // registers the detectors policies call
+	"github.com/vigilhq/vigil/policy"
+	"github.com/vigilhq/vigil/trace"
+)
+
+func init() {
+	register(command{name: "check", summary: "evaluate a policy on a trace or a JSONL dataset", run: runCheck})
+}
+
+// paramFlags collects repeated --param NAME=VALUE flags.
+type paramFlags map[string]any
+
+func (p paramFlags) String() string { return "" }
+
+func (p paramFlags) Set(s string) error {
+	name, val, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want NAME=VALUE, got %q", s)
+	}
+	var v any
+	dec := json.NewDecoder(strings.NewReader(val))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		v = val
+	} else {
+		v = jsonNumbers(v)
+	}
+	p[name] = v
+	return nil
+}
+
+// jsonNumbers turns json.Number into int64 or float64.
+func jsonNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil && !strings.ContainsAny(string(x), ".eE") {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i := range x {
+			x[i] = jsonNumbers(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = jsonNumbers(x[k])
+		}
+	}
+	return v
+}
+
+type checkConfig struct {
+	policyFile, traceFile, datasetFile, format string
+	pending                                     int
+	params                                      paramFlags
+	color                                       bool
+}
+
+func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cfg := checkConfig{params: paramFlags{}}
+	fs := newFlagSet("check", "check --policy FILE (--trace FILE | --dataset FILE.jsonl) [--param NAME=VALUE]... [--pending N] [--format text|json]",
+		`Evaluate the rules of a policy on a trace (a JSON event list or
+{"messages": [...]}) or on every trace of a JSONL dataset, with no server.
+
+Text output shows each violation with its message and the trace excerpt at
+each range; JSON output is the result object {"errors", "failures",
+"warnings"} (one JSON line per trace, with its "index", for a dataset).
+
+Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
+3 rule failures without violations.`, stderr)
+	fs.StringVar(&cfg.policyFile, "policy", "", "policy `FILE` (required)")
+	fs.StringVar(&cfg.traceFile, "trace", "", "trace `FILE` (JSON; - for standard input)")
+	fs.StringVar(&cfg.datasetFile, "dataset", "", "dataset `FILE` (JSONL; - for standard input)")
+	fs.Var(cfg.params, "param", "policy parameter `NAME=VALUE` for input.NAME (VALUE is JSON if it parses, else a string); repeatable")
+	fs.IntVar(&cfg.pending, "pending", -1, "treat the first `N` events as past and report only violations involving later ones")
+	fs.StringVar(&cfg.format, "format", "text", "output `format`: text or json")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 1 && cfg.traceFile == "" && cfg.datasetFile == "" {
+		cfg.traceFile = pos[0]
+	} else if len(pos) > 0 {
+		return fmt.Errorf("check: unexpected arguments %q", pos)
+	}
+	switch {
+	case cfg.policyFile == "":
+		return errors.New("check: --policy is required")
+	case (cfg.traceFile == "") == (cfg.datasetFile == ""):
+		return errors.New("check: give exactly one of --trace and --dataset")
+	case cfg.format != "text" && cfg.format != "json":
+		return fmt.Errorf("check: --format must be text or json, not %q", cfg.format)
+	}
+	if f, ok := stdout.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("NO_COLOR") == "" {
+			cfg.color = true
+		}
+	}
+	src, err := os.ReadFile(cfg.policyFile)
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	p, err := policy.Load(string(src), policy.Options{Name: cfg.policyFile})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitCode(2, "")
+	}
+	if cfg.datasetFile != "" {
+		return checkDataset(ctx, p, cfg, stdin, stdout, stderr)
+	}
+	data, err := readCheckInput(cfg.traceFile, stdin)
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	t, err := trace.Decode(data)
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil: check: %s: invalid_trace: %v\n", cfg.traceFile, err)
+		return exitCode(2, "")
+	}
+	res, err := analyzeTrace(ctx, p, t, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil: check: %s: %v\n", cfg.traceFile, err)
+		return exitCode(2, "")
+	}
+	if cfg.format == "json" {
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		stdout.Write(append(b, '\n'))
+	} else {
+		printText(stdout, cfg, t, res)
+	}
+	return checkExit(len(res.Errors) > 0, len(res.Failures) > 0, false)
+}
+
+func readCheckInput(name string, stdin io.Reader) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(name)
+}
+
+func analyzeTrace(ctx context.Context, p *policy.Policy, t *trace.Trace, cfg checkConfig) (*policy.Result, error) {
+	if cfg.pending < 0 {
+		return p.Analyze(ctx, t, cfg.params)
+	}
+	n := min(cfg.pending, len(t.Events))
+	past := &trace.Trace{Events: t.Events[:n]}
+	pending := &trace.Trace{Events: t.Events[n:]}
+	return p.AnalyzePending(ctx, past, pending, cfg.params)
+}
+
+func checkExit(violations, failures, errs bool) error {
+	switch {
+	case errs:
+		return exitCode(2, "")
+	case violations:
+		return exitCode(1, "")
+	case failures:
+		return exitCode(3, "")
+	}
+	return nil
+}
+
+func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin io.Reader, stdout, stderr io.Writer) error {
+	var in io.Reader = stdin
+	if cfg.datasetFile != "-" {
+		f, err := os.Open(cfg.datasetFile)
+		if err != nil {
+			return fmt.Errorf("check: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	r := trace.NewReader(in)
+	r.ContinueOnError = true
+	var violations, failures, errs bool
+	for pos := 0; ; {
+		e, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if e == nil {
+			fmt.Fprintf(stderr, "vigil: check: %s: %v\n", cfg.datasetFile, err)
+			errs = true
+			var le *trace.LineError
+			if !errors.As(err, &le) {
+				break
+			}
+			continue
+		}
+		index := int64(pos)
+		if e.HasIndex {
+			index = e.Index
+		}
+		pos++
+		if err != nil {
+			fmt.Fprintf(stderr, "vigil: check: %s: trace %d: invalid_trace: %v\n", cfg.datasetFile, index, err)
+			errs = true
+			continue
+		}
+		res, err := analyzeTrace(ctx, p, e.Trace, cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "vigil: check: %s: trace %d: %v\n", cfg.datasetFile, index, err)
+			errs = true
+			if errors.Is(err, policy.ErrCancelled) {
+				break
+			}
+			continue
+		}
+		violations = violations || len(res.Errors) > 0
+		failures = failures || len(res.Failures) > 0
+		if cfg.format == "json" {
+			b, err := json.Marshal(struct {
+				Index int64 `json:"index"`
+				*policy.Result
+			}{index, res})
+			if err != nil {
+				return err
+			}
+			stdout.Write(append(b, '\n'))
+		} else {
+			fmt.Fprintf(stdout, "== trace %d\n", index)
+			printText(stdout, cfg, e.Trace, res)
+		}
+	}
+	return checkExit(violations, failures, errs)
+}
+
+// printText renders a result for people: each violation with its message
+// and the excerpt of the trace at each range.
+func printText(w io.Writer, cfg checkConfig, t *trace.Trace, res *policy.Result) {
+	items := t.Flatten()
+	for i, v := range res.Errors {
+		fmt.Fprintf(w, "violation %d: %s\n", i+1, v.Message)
+		fmt.Fprintf(w, "  rule %d, key %s\n", v.Rule, v.Key)
+		for _, rg := range v.Ranges {
+			fmt.Fprintf(w, "  %s: %s\n", rg, excerpt(t, items, rg, cfg.color))
+		}
+	}
+	for _, f := range res.Failures {
+		fmt.Fprintf(w, "failure: rule %d at %s:%d:%d: %s: %s\n", f.Rule, cfg.policyFile, f.Line, f.Column, f.Kind, f.Message)
+	}
+	for _, s := range res.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
+	fmt.Fprintf(w, "%d violation(s), %d failure(s), %d warning(s)\n", len(res.Errors), len(res.Failures), len(res.Warnings))
+}
+
+const excerptContext = 30
+
+// excerpt returns the text a range points to: a string with its marked
+// part highlighted (ANSI colour on a terminal, [[...]] otherwise) and some
+// context, or the compact JSON of an object, shortened.
+func excerpt(t *trace.Trace, items []trace.Item, rng string, color bool) string {
+	a, err := trace.ParseAddress(rng)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	stored, ok := trace.StoredAddress(items, a)
+	if !ok {
+		return "(not in the trace)"
+	}
+	r, err := t.Resolve(stored)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	if r.Text == "" && r.Start == 0 && r.End == 0 {
+		b := bytes.TrimSpace(trace.Marshal(r.Value))
+		return shorten(string(b), 2*excerptContext+20)
+	}
+	s, _ := r.Value.(string)
+	before := tail(s[:r.ByteStart], excerptContext)
+	after := head(s[r.ByteEnd:], excerptContext)
+	open, close := "[[", "]]"
+	if color {
+		open, close = "\x1b[1;31m", "\x1b[0m"
+	}
+	return `"` + esc(before) + open + esc(s[r.ByteStart:r.ByteEnd]) + close + esc(after) + `"`
+}
+
+// esc escapes a piece of text the way a Go string literal would, without
+// the quotes, so control characters cannot reach the terminal.
+func esc(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+func tail(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return "…" + string(r[len(r)-n:])
+}
+
+func head(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
+
+func shorten(s string, n int) string { return head(s, n) }
+
+var _ flag.Value = paramFlags{}
