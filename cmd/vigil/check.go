@@ -67,9 +67,9 @@ func jsonNumbers(v any) any {
 
 type checkConfig struct {
 	policyFile, traceFile, datasetFile, format string
-	pending                                     int
-	params                                      paramFlags
-	color                                       bool
+	pending                                    int
+	params                                     paramFlags
+	color                                      bool
 }
 
 func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
