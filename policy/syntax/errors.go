@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"unicode/utf8"
 )
 
 // Pos is a position in a Source: the offset of a code point from the start
@@ -137,7 +136,31 @@ func (e *Error) Error() string {
 	if e.Source == nil {
 		return fmt.Sprintf("%s: %s", p, e.Msg)
 	}
-	line := e.Source.Line(p.Line)
+	line := []rune(e.Source.Line(p.Line))
+	col := p.Column - 1
+	if col > len(line) {
+		col = len(line)
+	}
+	// Show at most a window of the line around the column.
+	const half = 60
+	if len(line) > 2*half {
+		lo, hi := col-half, col+half
+		if lo < 0 {
+			lo, hi = 0, 2*half
+		}
+		if hi > len(line) {
+			hi = len(line)
+		}
+		prefix, suffix := "", ""
+		if lo > 0 {
+			prefix = "..."
+		}
+		if hi < len(line) {
+			suffix = "..."
+		}
+		col = col - lo + len(prefix)
+		line = []rune(prefix + string(line[lo:hi]) + suffix)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s\n", p, e.Msg)
 	b.WriteString("    ")
@@ -146,12 +169,8 @@ func (e *Error) Error() string {
 			return ' '
 		}
 		return r
-	}, line))
+	}, string(line)))
 	b.WriteString("\n    ")
-	col := p.Column - 1
-	if n := utf8.RuneCountInString(line); col > n {
-		col = n
-	}
 	b.WriteString(strings.Repeat(" ", col))
 	b.WriteString("^")
 	return b.String()

@@ -41,18 +41,21 @@ type lexer struct {
 // errorSink collects errors, keeping one per source line for syntax errors
 // (later ones on the same line are usually consequences of the first).
 type errorSink struct {
-	src      *Source
-	errs     ErrorList
-	warns    ErrorList
-	lastLine int
+	src   *Source
+	errs  ErrorList
+	warns ErrorList
+	lines map[int]bool // lines with an error
 }
 
 func (s *errorSink) add(pos Pos, msg string) {
 	line := s.src.Position(pos).Line
-	if line == s.lastLine {
+	if s.lines[line] {
 		return
 	}
-	s.lastLine = line
+	if s.lines == nil {
+		s.lines = map[int]bool{}
+	}
+	s.lines[line] = true
 	s.errs.Add(s.src, pos, msg)
 }
 
@@ -162,6 +165,8 @@ func (l *lexer) run() []token {
 	if len(l.brackets) > 0 {
 		b := l.brackets[0]
 		l.errs.add(b.pos, fmt.Sprintf("'%s' was never closed", b.tok))
+		// What the parser finds missing at the end is the same error.
+		l.errs.lines[l.src.Position(Pos(l.end)).Line] = true
 	}
 	if !l.exprMode {
 		if t := l.lastTok(); t != NEWLINE && t != DEDENT && t != INDENT {
@@ -663,10 +668,21 @@ func (l *lexer) lexOperator() {
 			return
 		}
 		open := l.brackets[len(l.brackets)-1]
-		l.brackets = l.brackets[:len(l.brackets)-1]
-		if open.tok != openerOf[t] {
-			l.errs.add(Pos(start), fmt.Sprintf("closing '%c' does not match '%s'", c, open.tok))
+		if open.tok == openerOf[t] {
+			l.brackets = l.brackets[:len(l.brackets)-1]
+			return
 		}
+		l.errs.add(Pos(start), fmt.Sprintf("closing '%c' does not match '%s'", c, open.tok))
+		// Recover: close up to a matching opener if there is one, else
+		// just the innermost bracket.
+		n := len(l.brackets) - 1
+		for k := n; k >= 0; k-- {
+			if l.brackets[k].tok == openerOf[t] {
+				n = k
+				break
+			}
+		}
+		l.brackets = l.brackets[:n]
 	case '&', '|', '^', '@':
 		l.errs.add(Pos(start), fmt.Sprintf("unsupported operator %c", c))
 		one(ILLEGAL)

@@ -370,14 +370,19 @@ func (p *parser) parseRule() Stmt {
 // parseBlock parses the end of a block-opening line and the indented block
 // after it.
 func (p *parser) parseBlock() *Body {
+	header := p.src.Position(p.tok.pos).Line
+	bodyOnHeader := false
 	if p.tok.tok != NEWLINE && p.tok.tok != EOF {
 		p.error(p.tok.pos, "the body must start on a new, indented line")
+		bodyOnHeader = true
 		p.skipLine()
 	} else if p.tok.tok == NEWLINE {
 		p.next()
 	}
 	if p.tok.tok != INDENT {
-		p.error(p.tok.pos, "expected an indented block")
+		if !bodyOnHeader {
+			p.error(p.tok.pos, fmt.Sprintf("expected an indented block after line %d", header))
+		}
 		return &Body{Start: p.tok.pos, EndPos: p.tok.pos}
 	}
 	return p.parseBodyLines()

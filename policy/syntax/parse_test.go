@@ -1,0 +1,149 @@
+package syntax
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/txtar"
+)
+
+var update = flag.Bool("update", false, "rewrite the -- ast -- sections of testdata/parse/*.txtar")
+
+// marker is an inline expectation `# ERROR "rx"` or `# WARNING "rx"`.
+type marker struct {
+	line int
+	kind string
+	rx   *regexp.Regexp
+	used bool
+}
+
+// The regular expression is the text between the quotes, taken literally
+// (as in go/parser's error tests); it cannot contain a double quote.
+var markerRx = regexp.MustCompile(`#\s*(ERROR|WARNING)\s+"([^"]*)"`)
+
+// markers extracts the inline expectations of a policy text.
+func markers(t *testing.T, text string) []*marker {
+	t.Helper()
+	var ms []*marker
+	for i, line := range strings.Split(text, "\n") {
+		for _, m := range markerRx.FindAllStringSubmatch(line, -1) {
+			rx, err := regexp.Compile(m[2])
+			if err != nil {
+				t.Fatalf("line %d: bad marker %s: %v", i+1, m[0], err)
+			}
+			ms = append(ms, &marker{line: i + 1, kind: m[1], rx: rx})
+		}
+	}
+	return ms
+}
+
+// lastLine returns the number of the last non-empty line.
+func lastLine(text string) int {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	return len(lines)
+}
+
+// checkMarkers matches errors (kind "ERROR") or warnings against markers:
+// each must match a marker of its line (an error past the last line matches
+// the markers of the last line) and every marker must be used.
+func checkMarkers(t *testing.T, text string, ms []*marker, kind string, errs ErrorList) {
+	t.Helper()
+	last := lastLine(text)
+	for _, e := range errs {
+		line := e.Position().Line
+		if line > last {
+			line = last
+		}
+		found := false
+		for _, m := range ms {
+			if m.kind == kind && m.line == line && !m.used && m.rx.MatchString(e.Msg) {
+				m.used, found = true, true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("unexpected %s %s", strings.ToLower(kind), e.Short())
+		}
+	}
+	for _, m := range ms {
+		if m.kind == kind && !m.used {
+			t.Errorf("line %d: missing %s matching %q", m.line, strings.ToLower(kind), m.rx)
+		}
+	}
+}
+
+func section(a *txtar.Archive, name string) (string, bool) {
+	for _, f := range a.Files {
+		if f.Name == name {
+			return string(f.Data), true
+		}
+	}
+	return "", false
+}
+
+func TestParseGolden(t *testing.T) {
+	files, err := filepath.Glob("../testdata/parse/*.txtar")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no test files: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			a, err := txtar.ParseFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, ok := section(a, "policy")
+			if !ok {
+				t.Fatal("no -- policy -- section")
+			}
+			f, err := ParseString("policy", text)
+			var errs ErrorList
+			if err != nil {
+				errs = err.(ErrorList)
+			}
+			ms := markers(t, text)
+			checkMarkers(t, text, ms, "ERROR", errs)
+			checkMarkers(t, text, ms, "WARNING", f.Warnings)
+			got := Dump(f)
+			want, ok := section(a, "ast")
+			if *update {
+				if ok {
+					for i := range a.Files {
+						if a.Files[i].Name == "ast" {
+							a.Files[i].Data = []byte(got)
+						}
+					}
+				} else {
+					a.Files = append(a.Files, txtar.File{Name: "ast", Data: []byte(got)})
+				}
+				if err := os.WriteFile(file, txtar.Format(a), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if !ok {
+				t.Errorf("no -- ast -- section (run with -update)")
+			} else if got != want {
+				t.Errorf("AST mismatch\n--- got\n%s--- want\n%s", got, want)
+			}
+			if err == nil {
+				roundTrip(t, f)
+			}
+		})
+	}
+}
+
+// roundTrip checks that Format(f) parses back to the same tree.
+func roundTrip(t *testing.T, f *File) {
+	t.Helper()
+	out := Format(f)
+	g, err := ParseString("formatted", out)
+	if err != nil {
+		t.Fatalf("formatted policy does not parse: %v\n%s", err, out)
+	}
+	if a, b := Dump(f), Dump(g); a != b {
+		t.Fatalf("round trip changed the tree\n--- before\n%s--- after\n%s--- formatted\n%s", a, b, out)
+	}
+}
