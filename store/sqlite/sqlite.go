@@ -127,12 +127,14 @@ type backend struct {
 	hub            sqlstore.Hub
 }
 
-func (b *backend) Kind() string                { return "sqlite" }
-func (b *backend) Reader() sqlstore.Querier    { return querier{b.reader} }
-func (b *backend) Writer() sqlstore.Querier    { return querier{b.writer} }
-func (b *backend) ForUpdate() string           { return "" }
-func (b *backend) In(col string, n int) string { return fmt.Sprintf("%s IN (SELECT value FROM json_each($%d))", col, n) }
-func (b *backend) Migrations() []string        { return migrations() }
+func (b *backend) Kind() string             { return "sqlite" }
+func (b *backend) Reader() sqlstore.Querier { return querier{b.reader} }
+func (b *backend) Writer() sqlstore.Querier { return querier{b.writer} }
+func (b *backend) ForUpdate() string        { return "" }
+func (b *backend) In(col string, n int) string {
+	return fmt.Sprintf("%s IN (SELECT value FROM json_each($%d))", col, n)
+}
+func (b *backend) Migrations() []string { return migrations() }
 func (b *backend) Ping(ctx context.Context) error {
 	return b.reader.PingContext(ctx)
 }

@@ -169,14 +169,21 @@ func (s *Store) UpdateDataset(ctx context.Context, id string, up store.DatasetUp
 // DeleteDataset implements store.Datasets.
 func (s *Store) DeleteDataset(ctx context.Context, id string, closeFn store.CloseFunc) error {
 	return s.inTx(ctx, func(tx Tx) error {
-		var one int
-		if err := tx.QueryRow(ctx, `SELECT 1 FROM datasets WHERE id = $1`+s.b.ForUpdate(), id).Scan(&one); err != nil {
-			return notFound(err, "dataset "+id)
+		// Lock in the order appends do (trace, session, dataset) so the
+		// two cannot deadlock on PostgreSQL.
+		if lock := s.b.ForUpdate(); lock != "" {
+			if _, err := tx.Exec(ctx, `SELECT id FROM traces WHERE dataset_id = $1 ORDER BY id`+lock, id); err != nil {
+				return fmt.Errorf("delete dataset %s: %w", id, err)
+			}
 		}
 		if closeFn != nil {
 			if err := s.closeOpenSessions(ctx, tx, `run_id IN (SELECT id FROM traces WHERE dataset_id = $1)`, id, closeFn); err != nil {
 				return fmt.Errorf("delete dataset %s: %w", id, err)
 			}
+		}
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM datasets WHERE id = $1`+s.b.ForUpdate(), id).Scan(&one); err != nil {
+			return notFound(err, "dataset "+id)
 		}
 		for _, q := range []string{
 			`DELETE FROM annotations WHERE trace_id IN (SELECT id FROM traces WHERE dataset_id = $1)`,
