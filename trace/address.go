@@ -88,9 +88,25 @@ func (e *AddressError) Unwrap() error { return ErrAddress }
 // RootAddress is the trace-level address "<root>".
 var RootAddress = Address{Root: true}
 
+// smallInts caches the decimal text of small indices (addresses are built
+// for every flattened item).
+var smallInts = func() (s [1024]string) {
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+func itoa(i int) string {
+	if i >= 0 && i < len(smallInts) {
+		return smallInts[i]
+	}
+	return strconv.Itoa(i)
+}
+
 // MessageAddress returns the address messages.i.
 func MessageAddress(i int) Address {
-	return Address{Steps: []Step{{Key: strconv.Itoa(i), Index: i}}}
+	return Address{Steps: []Step{{Key: itoa(i), Index: i}}}
 }
 
 // Key returns a copy of a extended by a field-name or dict-key step.
@@ -104,7 +120,7 @@ func (a Address) Key(k string) Address {
 
 // Index returns a copy of a extended by a list-index step.
 func (a Address) Index(i int) Address {
-	return a.with(Step{Key: strconv.Itoa(i), Index: i})
+	return a.with(Step{Key: itoa(i), Index: i})
 }
 
 // Range returns a copy of a with the code-point range [start, end).

@@ -8,6 +8,7 @@ import (
 const (
 	rootEvents   = iota // a list trace: paths start "events[i]"
 	rootMessages        // an object trace: paths start "messages[i]"
+	rootTop             // members of the trace object itself: "metadata"
 )
 
 // Decode decodes and normalises a trace given as JSON, in any shape the
@@ -124,7 +125,7 @@ func fromValue(v Value) (*Trace, pendingErrors) {
 	case *Object:
 		t.Form = FormObject
 		t.Envelope = v
-		n.root = rootMessages
+		n.root = rootTop
 		msgs, ok := v.Get("messages")
 		if !ok {
 			n.errorf(`"messages" is missing (a trace object needs a "messages" array)`)
@@ -132,10 +133,11 @@ func fromValue(v Value) (*Trace, pendingErrors) {
 		}
 		events, ok = msgs.([]Value)
 		if !ok {
+			n.push("messages")
 			n.errorf(`"messages" is %s, want an array of events`, TypeName(msgs))
 			return nil, n.errs
 		}
-		if md, ok := v.Get("metadata"); ok {
+		n.field(v, "metadata", func(md Value) {
 			switch md := md.(type) {
 			case *Object:
 				t.Metadata = md
@@ -143,7 +145,8 @@ func fromValue(v Value) (*Trace, pendingErrors) {
 			default:
 				n.errorf(`"metadata" is %s, want an object`, TypeName(md))
 			}
-		}
+		})
+		n.root = rootMessages
 	default:
 		n.errorf("trace is %s, want an array of events or an object with \"messages\"", TypeName(v))
 		return nil, n.errs
@@ -173,8 +176,14 @@ func (n *normalizer) pop()            { n.path = n.path[:len(n.path)-1] }
 
 func (n *normalizer) pathString() string {
 	root := "events"
-	if n.root == rootMessages {
+	switch n.root {
+	case rootMessages:
 		root = "messages"
+	case rootTop:
+		if len(n.path) == 0 {
+			return "$"
+		}
+		return renderPath(n.path)
 	}
 	return renderPath(append([]pathElem{{key: root}}, n.path...))
 }

@@ -74,7 +74,22 @@ func (it *Item) Server() *string {
 // a tools element as events of their own. Invalid elements are skipped
 // (they still take a trace index). Tool outputs are linked to their calls.
 func (t *Trace) Flatten() []Item {
-	items := make([]Item, 0, len(t.Events)+len(t.Events)/2)
+	n := len(t.Events)
+	for _, e := range t.Events {
+		n += len(e.ToolCalls) + len(e.Tools)
+	}
+	items := make([]Item, 0, n)
+	// All addresses share one backing array of steps (at most 3 per
+	// address, two addresses per item), so flattening allocates O(1) times.
+	arena := make([]Step, 0, 6*n)
+	addr := func(steps ...Step) Address {
+		start := len(arena)
+		arena = append(arena, steps...)
+		return Address{Steps: arena[start:len(arena):len(arena)]}
+	}
+	msg := func(i int) Step { return Step{Key: itoa(i), Index: i} }
+	toolCalls := Step{Key: "tool_calls", Index: -1}
+	toolsStep := Step{Key: "tools", Index: -1}
 	idx := 0
 	lastCall := -1 // flattened position of the most recent tool call
 	byID := map[string]int{}
@@ -90,31 +105,45 @@ func (t *Trace) Flatten() []Item {
 	for ei, e := range t.Events {
 		switch e.Kind {
 		case KindMessage:
-			a := MessageAddress(idx)
-			items = append(items, Item{Kind: ItemMessage, Index: idx, Element: ei, Sub: -1, Event: e, Linked: -1, Address: a, Stored: MessageAddress(ei)})
+			a := addr(msg(idx))
+			stored := a
+			if ei != idx {
+				stored = addr(msg(ei))
+			}
+			items = append(items, Item{Kind: ItemMessage, Index: idx, Element: ei, Sub: -1, Event: e, Linked: -1, Address: a, Stored: stored})
 			for j, c := range e.ToolCalls {
-				items = append(items, Item{Kind: ItemToolCall, Index: idx, Element: ei, Sub: j, Event: e, Call: c, Linked: -1,
-					Address: a.Key("tool_calls").Index(j), Stored: MessageAddress(ei).Key("tool_calls").Index(j)})
+				ca := addr(msg(idx), toolCalls, msg(j))
+				cs := ca
+				if ei != idx {
+					cs = addr(msg(ei), toolCalls, msg(j))
+				}
+				items = append(items, Item{Kind: ItemToolCall, Index: idx, Element: ei, Sub: j, Event: e, Call: c, Linked: -1, Address: ca, Stored: cs})
 				addCall(len(items)-1, c)
 			}
 			idx++
 		case KindToolCall:
-			items = append(items, Item{Kind: ItemToolCall, Index: idx, Element: ei, Sub: -1, Event: e, Call: e.Call, Linked: -1,
-				Address: MessageAddress(idx), Stored: MessageAddress(ei)})
+			a := addr(msg(idx))
+			stored := a
+			if ei != idx {
+				stored = addr(msg(ei))
+			}
+			items = append(items, Item{Kind: ItemToolCall, Index: idx, Element: ei, Sub: -1, Event: e, Call: e.Call, Linked: -1, Address: a, Stored: stored})
 			addCall(len(items)-1, e.Call)
 			idx++
 		case KindToolOutput:
-			it := Item{Kind: ItemToolOutput, Index: idx, Element: ei, Sub: -1, Event: e, Linked: -1,
-				Address: MessageAddress(idx), Stored: MessageAddress(ei)}
+			a := addr(msg(idx))
+			stored := a
+			if ei != idx {
+				stored = addr(msg(ei))
+			}
+			it := Item{Kind: ItemToolOutput, Index: idx, Element: ei, Sub: -1, Event: e, Linked: -1, Address: a, Stored: stored}
 			if e.HasToolCallID {
 				it.ToolCallID = e.ToolCallID
 			} else if lastCall >= 0 {
 				it.ToolCallID = items[lastCall].Call.ID
 			}
 			if it.ToolCallID == nil {
-				if e.HasToolCallID || lastCall >= 0 {
-					it.Linked = nilID
-				}
+				it.Linked = nilID
 			} else if p, ok := byID[*it.ToolCallID]; ok {
 				it.Linked = p
 			}
@@ -123,7 +152,7 @@ func (t *Trace) Flatten() []Item {
 		case KindTools:
 			for j, tool := range e.Tools {
 				items = append(items, Item{Kind: ItemTool, Index: idx, Element: ei, Sub: j, Event: e, Tool: tool, Linked: -1,
-					Address: MessageAddress(idx), Stored: MessageAddress(ei).Key("tools").Index(j)})
+					Address: addr(msg(idx)), Stored: addr(msg(ei), toolsStep, msg(j))})
 				idx++
 			}
 			if e.Tools == nil {

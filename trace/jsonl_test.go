@@ -128,6 +128,46 @@ func TestJSONLReader(t *testing.T) {
 			dump: "line 1 form=0 events=1 metadata={\"a\":1}\n",
 		},
 		{
+			name: "dataset_metadata_not_object",
+			in:   "{\"metadata\": [1]}\n",
+			errs: []string{`line 1: invalid dataset: dataset "metadata" is array, want an object`},
+		},
+		{
+			name: "id_not_string",
+			in:   "{\"id\": 7, \"messages\": []}\n",
+			errs: []string{`line 1: invalid dataset: "id" is number, want a string`},
+		},
+		{
+			name: "name_not_string",
+			in:   "{\"name\": [], \"messages\": []}\n",
+			errs: []string{`line 1: invalid dataset: "name" is array, want a string`},
+		},
+		{
+			name: "hierarchy_path_not_list",
+			in:   "{\"hierarchy_path\": \"a/b\", \"messages\": []}\n",
+			errs: []string{`line 1: invalid dataset: "hierarchy_path" is string, want an array of strings`},
+		},
+		{
+			name: "hierarchy_path_element",
+			in:   "{\"hierarchy_path\": [\"a\", 2], \"messages\": []}\n",
+			errs: []string{`line 1: invalid dataset: "hierarchy_path"[1] is number, want a string`},
+		},
+		{
+			name: "annotations_not_list",
+			in:   "{\"messages\": [], \"annotations\": {}}\n",
+			errs: []string{`line 1: invalid dataset: "annotations" is object, want an array`},
+		},
+		{
+			name: "annotation_content_json",
+			in:   "{\"messages\": [], \"annotations\": [{\"content\": {\"a\": 1}, \"address\": \"<root>\"}]}\n",
+			dump: "line 1 form=1 events=0 ann({\"a\":1}@<root>)\n",
+		},
+		{
+			name: "messages_not_list",
+			in:   "{\"messages\": 3}\n",
+			errs: []string{`line 1: messages: "messages" is number, want an array of events (line 1, col 14)`},
+		},
+		{
 			name: "scalar_line",
 			in:   "42\n",
 			errs: []string{"line 1: invalid dataset: line is number, want an event list or an object"},
