@@ -1,0 +1,206 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// The capabilities that need a model (policy-language §13.4). Each is a
+// small interface so an embedding application can plug in its own
+// implementation; HTTPProvider implements all of them against an
+// OpenAI-compatible endpoint.
+
+// Moderator flags harmful content (moderated, <MODERATED>).
+type Moderator interface {
+	// Moderate returns the category scores of text; model "" means the
+	// provider's default.
+	Moderate(ctx context.Context, model, text string) (Moderation, error)
+}
+
+// Moderation is the verdict of a Moderator on one text.
+type Moderation struct {
+	// Flagged is the provider's own verdict.
+	Flagged bool
+	// Scores maps category names (OpenAI's, e.g. "harassment") to scores
+	// in [0, 1].
+	Scores map[string]float64
+}
+
+// Embedder embeds texts (is_similar, embedding_similarity).
+type Embedder interface {
+	// Embed returns one vector per text, in order.
+	Embed(ctx context.Context, model string, texts []string) ([][]float64, error)
+}
+
+// Completion is one question to an LLM.
+type Completion struct {
+	System      string
+	Prompt      string
+	Model       string // "" = provider default
+	Temperature float64
+	MaxTokens   int // 0 = provider default
+}
+
+// Completer answers prompts (llm, llm_confirm, the semantic fallback of
+// fuzzy_contains).
+type Completer interface {
+	Complete(ctx context.Context, c Completion) (string, error)
+}
+
+// EntityRecognizer finds named entities the offline recognisers cannot
+// (PERSON, LOCATION).
+type EntityRecognizer interface {
+	// Entities returns the findings of the given types in text, with
+	// code-point offsets.
+	Entities(ctx context.Context, text string, types []string) ([]Match, error)
+}
+
+// InjectionClassifier scores prompt injection with a model
+// (prompt_injection with model=...).
+type InjectionClassifier interface {
+	// InjectionScore returns the probability in [0, 1] that text contains
+	// a prompt injection.
+	InjectionScore(ctx context.Context, model, text string) (float64, error)
+}
+
+// Providers is the set of model-backed capabilities in use. A nil field
+// is a capability without provider: loading a policy that needs it fails
+// with the error of policy-language §13.4.
+type Providers struct {
+	Moderator Moderator
+	Embedder  Embedder
+	LLM       Completer
+	Entities  EntityRecognizer
+	Injection InjectionClassifier
+}
+
+var active atomic.Pointer[Providers]
+
+// SetProviders installs the providers the registered detectors use (nil
+// removes them all). Policies check availability when they load, so call
+// it before loading policies.
+func SetProviders(p *Providers) { active.Store(p) }
+
+// CurrentProviders returns the installed providers (never nil; fields may
+// be nil).
+func CurrentProviders() *Providers {
+	if p := active.Load(); p != nil {
+		return p
+	}
+	return &Providers{}
+}
+
+// ConfigKey is the configuration setting that provides the model-backed
+// detectors (spec/gateway.md §10), named by the "has no provider" errors.
+const ConfigKey = "detectors.base_url"
+
+// Config configures the OpenAI-compatible HTTP provider. Its first three
+// fields are the settings of spec/gateway.md §10 (detectors.base_url,
+// detectors.api_key, detectors.timeout); the others have defaults.
+type Config struct {
+	// BaseURL of the OpenAI-compatible API, with or without the trailing
+	// "/v1" (e.g. "https://api.openai.com/v1"). Empty: no provider.
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer KEY" when not empty.
+	APIKey string
+	// Timeout bounds each HTTP attempt (default 10s).
+	Timeout time.Duration
+	// Retries is the number of further attempts after a network error, a
+	// 429 or a 5xx answer (default 2; negative: none). Attempts are spaced
+	// by Backoff, doubled each time (default 200ms), or by the server's
+	// Retry-After when it is shorter than 10 s.
+	Retries int
+	Backoff time.Duration
+	// Default models (used when a policy gives no model).
+	ModerationModel string // default "omni-moderation-latest"
+	EmbeddingModel  string // default "text-embedding-3-small"
+	ChatModel       string // default "gpt-4o-mini"
+	// CacheEntries bounds the response cache (default 4096).
+	CacheEntries int
+}
+
+// Environment variables read by ConfigFromEnv (VIGIL_ + the key path,
+// spec/gateway.md §10).
+const (
+	EnvBaseURL = "VIGIL_DETECTORS_BASE_URL"
+	EnvAPIKey  = "VIGIL_DETECTORS_API_KEY"
+	EnvTimeout = "VIGIL_DETECTORS_TIMEOUT"
+)
+
+// ConfigFromEnv reads the detectors settings from the environment through
+// getenv (os.Getenv). A malformed timeout is an error naming the variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := Config{BaseURL: getenv(EnvBaseURL), APIKey: getenv(EnvAPIKey)}
+	if t := getenv(EnvTimeout); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("%s=%q: want a positive Go duration such as 10s", EnvTimeout, t)
+		}
+		c.Timeout = d
+	}
+	return c, nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.Retries == 0 {
+		c.Retries = 2
+	}
+	if c.Retries < 0 {
+		c.Retries = 0
+	}
+	if c.Backoff <= 0 {
+		c.Backoff = 200 * time.Millisecond
+	}
+	if c.ModerationModel == "" {
+		c.ModerationModel = "omni-moderation-latest"
+	}
+	if c.EmbeddingModel == "" {
+		c.EmbeddingModel = "text-embedding-3-small"
+	}
+	if c.ChatModel == "" {
+		c.ChatModel = "gpt-4o-mini"
+	}
+	if c.CacheEntries <= 0 {
+		c.CacheEntries = 4096
+	}
+	return c
+}
+
+// apiRoot returns the URL prefix of the /v1 endpoints.
+func (c Config) apiRoot() (string, error) {
+	u, err := url.Parse(c.BaseURL)
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", ConfigKey, c.BaseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("%s %q: want an http:// or https:// URL", ConfigKey, c.BaseURL)
+	}
+	root := strings.TrimRight(c.BaseURL, "/")
+	if !strings.HasSuffix(root, "/v1") {
+		root += "/v1"
+	}
+	return root, nil
+}
+
+// Configure installs the HTTP provider for cfg as every capability, or
+// removes the providers when cfg.BaseURL is empty. Providers are never
+// contacted here.
+func Configure(cfg Config) error {
+	if cfg.BaseURL == "" {
+		SetProviders(nil)
+		return nil
+	}
+	p, err := NewHTTPProvider(cfg)
+	if err != nil {
+		return err
+	}
+	SetProviders(p.Providers())
+	return nil
+}
