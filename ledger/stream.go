@@ -176,7 +176,7 @@ func verifyArray(dec *json.Decoder, opts VerifyOptions) (*Verifier, error) {
 						failed.Store(true)
 						break
 					}
-					b.out[j] = checkIndependent(r, opts.PublicKey)
+					b.out[j] = checkIndependent(r, &opts)
 				}
 				b.raws = nil
 				close(b.done)
