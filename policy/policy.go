@@ -209,13 +209,14 @@ type Monitor struct {
 	p      *Policy
 	params *builtin.Dict
 	model  *eval.Model
+	memo   *eval.Memo
 	seen   map[string]bool
 }
 
 // NewMonitor returns a monitor for p with the given parameters. It fails
 // with an *AnalysisError if a parameter the policy uses is missing.
 func (p *Policy) NewMonitor(ps map[string]any) (*Monitor, error) {
-	m := &Monitor{p: p, params: params(ps), model: eval.NewModel(nil), seen: map[string]bool{}}
+	m := &Monitor{p: p, params: params(ps), model: eval.NewModel(nil), memo: eval.NewMemo(), seen: map[string]bool{}}
 	if _, err := p.prog.Run(context.Background(), eval.NewModel(nil), m.params, p.evalOptions(), eval.Mode{PendingFrom: 0}); err != nil {
 		return nil, err
 	}
@@ -231,7 +232,7 @@ func (m *Monitor) Append(ctx context.Context, events ...*trace.Event) (*Result, 
 	defer m.mu.Unlock()
 	n := m.model.Len()
 	m.model.Append(events)
-	res, err := m.p.prog.Run(ctx, m.model, m.params, m.p.evalOptions(), eval.Mode{PendingFrom: n, Restrict: true})
+	res, err := m.p.prog.Run(ctx, m.model, m.params, m.p.evalOptions(), eval.Mode{PendingFrom: n, Restrict: true, Memo: m.memo})
 	if err != nil {
 		return nil, err
 	}

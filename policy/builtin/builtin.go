@@ -137,6 +137,7 @@ func DefaultEnv() *Env { return &Env{RegexTimeout: time.Second} }
 var (
 	mu       sync.RWMutex
 	registry = map[string]*Builtin{}
+	exports  map[string]map[string]bool // module -> export set; nil when stale
 )
 
 // Builtins is the table of built-ins shipped with the engine (spec §13.1 and
@@ -246,6 +247,7 @@ func Register(b Builtin) {
 		b.Core = b.Core || old.Core
 	}
 	registry[b.Name] = &b
+	exports = nil
 }
 
 // Lookup returns the built-in called name.
@@ -289,6 +291,30 @@ func ModuleExports(module string) ([]string, bool) {
 		}
 	}
 	return names, true
+}
+
+// Exports reports whether module exists and whether it exports name. It
+// is the fast form of ModuleExports.
+func Exports(module, name string) (moduleExists, exported bool) {
+	mu.RLock()
+	ex := exports
+	mu.RUnlock()
+	if ex == nil {
+		ex = map[string]map[string]bool{}
+		for m := range Modules {
+			names, _ := ModuleExports(m)
+			set := make(map[string]bool, len(names))
+			for _, n := range names {
+				set[n] = true
+			}
+			ex[m] = set
+		}
+		mu.Lock()
+		exports = ex
+		mu.Unlock()
+	}
+	set, ok := ex[module]
+	return ok, set[name]
 }
 
 // Usable reports whether the built-in can be used in a policy loaded now: nil,

@@ -503,19 +503,19 @@ func JSONForm(v Value) any {
 			}
 			calls = cs
 		}
-		return OrderedMap{{"metadata", JSONForm(x.Metadata)}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_calls", calls}}
+		return OrderedMap{{"metadata", JSONForm(x.Metadata())}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_calls", calls}}
 	case *ToolCall:
-		return OrderedMap{{"metadata", JSONForm(x.Metadata)}, {"server", x.Server}, {"id", x.ID}, {"type", x.Type}, {"function", JSONForm(x.Function)}}
+		return OrderedMap{{"metadata", JSONForm(x.Metadata())}, {"server", x.Server}, {"id", x.ID}, {"type", x.Type}, {"function", JSONForm(x.Function)}}
 	case *Function:
 		return OrderedMap{{"name", x.Name}, {"arguments", JSONForm(x.Arguments)}}
 	case *ToolOutput:
-		return OrderedMap{{"metadata", JSONForm(x.Metadata)}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_call_id", x.ToolCallID}}
+		return OrderedMap{{"metadata", JSONForm(x.Metadata())}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_call_id", x.ToolCallID}}
 	case *Tool:
 		ps := make([]any, len(x.InputSchema))
 		for i, p := range x.InputSchema {
 			ps[i] = JSONForm(p)
 		}
-		return OrderedMap{{"metadata", JSONForm(x.Metadata)}, {"server", x.Server}, {"name", x.Name}, {"description", x.Description}, {"inputSchema", ps}}
+		return OrderedMap{{"metadata", JSONForm(x.Metadata())}, {"server", x.Server}, {"name", x.Name}, {"description", x.Description}, {"inputSchema", ps}}
 	case *ToolParameter:
 		return OrderedMap{{"type", JSONForm(x.Type)}, {"name", x.Name}, {"description", x.Description}, {"required", x.Required}, {"properties", JSONForm(x.Properties)}, {"additionalProperties", x.AdditionalProperties}, {"items", JSONForm(x.Items)}, {"enum", JSONForm(x.Enum)}}
 	case *TextChunk:

@@ -53,8 +53,13 @@ func (d *Dict) Get(k string) (Value, bool) {
 	return v, ok
 }
 
-// Len returns the number of entries.
-func (d *Dict) Len() int { return len(d.Keys) }
+// Len returns the number of entries (0 for a nil dict).
+func (d *Dict) Len() int {
+	if d == nil {
+		return 0
+	}
+	return len(d.Keys)
+}
 
 // Path is the address of a node of the normalised trace (spec §7.7, §11.4),
 // built as a linked list from the event down, so that deriving a child's
@@ -182,8 +187,27 @@ type EventBase struct {
 	Index    int   // trace index
 	Position int   // flattened sequence position
 	At       *Path // address
-	Metadata *Dict // metadata with trace_idx set
-	Server   Value // string or nil
+	// UserMetadata is the event's metadata object as given (nil when
+	// absent or null); Metadata adds trace_idx.
+	UserMetadata *Dict
+	metadata     *Dict
+	Server       Value // string or nil
+}
+
+// Metadata returns the event's metadata with trace_idx set to its trace
+// index (spec §7.2), built on first use.
+func (e *EventBase) Metadata() *Dict {
+	if e.metadata == nil {
+		d := NewDict(e.UserMetadata.Len() + 1)
+		if e.UserMetadata != nil {
+			for _, k := range e.UserMetadata.Keys {
+				d.Set(k, e.UserMetadata.M[k])
+			}
+		}
+		d.Set("trace_idx", int64(e.Index))
+		e.metadata = d
+	}
+	return e.metadata
 }
 
 // TraceIndex implements Event.

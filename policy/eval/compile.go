@@ -97,6 +97,8 @@ type step struct {
 	// bind: tool-name index hint from the line that triggers the binding
 	toolName string
 	flows    []*flowConstraint
+	// cond: the line depends on the event variable v only (memoised)
+	memo bool
 }
 
 type lineKind int
@@ -237,14 +239,11 @@ func (c *compiler) define(id *syntax.Ident, v any) {
 }
 
 func moduleMember(module, name string) (any, bool) {
-	names, ok := builtin.ModuleExports(module)
-	if !ok {
+	if _, ok := builtin.Exports(module, name); !ok {
 		return nil, false
 	}
-	for _, n := range names {
-		if n != name {
-			continue
-		}
+	{
+		n := name
 		switch n {
 		case "forall", "count":
 			return &builtin.Quantifier{Name: n}, true
@@ -641,7 +640,21 @@ func (c *compiler) plan(b *body) []step {
 			steps = append(steps, step{kind: stepDerive, line: ln, v: ln.v})
 		default:
 			bindRefs(ln)
-			steps = append(steps, step{kind: stepCond, line: ln})
+			st := step{kind: stepCond, line: ln}
+			if c.deferFlows {
+				var only *variable
+				n := 0
+				for v := range ln.refs {
+					if v.kind != varComp && v.kind != varParam {
+						only = v
+						n++
+					}
+				}
+				if n == 1 && only.kind == varFree && only.body == b && eventTypes[only.typ] {
+					st.memo, st.v = true, only
+				}
+			}
+			steps = append(steps, st)
 		}
 	}
 	for _, v := range b.free {

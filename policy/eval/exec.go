@@ -106,7 +106,22 @@ type Mode struct {
 	// free variables skip combinations with no new event entirely (a
 	// Monitor uses it; failures of old events are then not re-reported).
 	Restrict bool
+	// Memo, when not nil, keeps the outcomes of single-variable lines
+	// between analyses of a growing trace with the same parameters (a
+	// Monitor passes the same Memo to every analysis). Nil means a fresh
+	// memo for this analysis.
+	Memo *Memo
 }
+
+// Memo holds line outcomes per event across analyses of one growing trace
+// with fixed parameters. It must not be shared between traces, parameter
+// sets or programs, nor used concurrently.
+type Memo struct {
+	tabs map[*line][]memoEntry
+}
+
+// NewMemo returns an empty memo.
+func NewMemo() *Memo { return &Memo{tabs: map[*line][]memoEntry{}} }
 
 type mark struct {
 	at         *builtin.Path
@@ -151,6 +166,7 @@ type analysis struct {
 	warnSeen  map[string]bool
 	cur       *rule
 	wallOut   bool
+	memo      *Memo
 }
 
 // Run analyses model with params (a dict of JSON values, nil for none).
@@ -182,7 +198,10 @@ func (p *Program) Run(ctx context.Context, model *Model, params *builtin.Dict, o
 	env.Debug = opts.Debug
 	an := &analysis{ctx: ctx, prog: p, model: model, params: params, env: env, opts: opts, mode: mode,
 		constVals: make([]builtin.Value, len(p.consts)), constErr: make([]*rtError, len(p.consts)), constDone: make([]uint8, len(p.consts)),
-		failSeen: map[Failure]bool{}, warnSeen: map[string]bool{}}
+		failSeen: map[Failure]bool{}, warnSeen: map[string]bool{}, memo: mode.Memo}
+	if an.memo == nil {
+		an.memo = NewMemo()
+	}
 	env.Warn = an.warn
 	if opts.WallTime > 0 {
 		an.deadline = time.Now().Add(opts.WallTime)
@@ -283,7 +302,7 @@ func (an *analysis) runRule(r *rule) (out []Violation) {
 			lastBind = i
 		}
 	}
-	if an.emptyFree(r.body) {
+	if an.emptyFree(r.body) || an.nothingNew(r) {
 		return nil
 	}
 	ctx := &execCtx{top: true, rule: r, lastBind: lastBind}
@@ -296,6 +315,30 @@ func (an *analysis) runRule(r *rule) (out []Violation) {
 	ctx.onFalse = func() bool { return true }
 	an.exec(f, r.body, 0, ctx)
 	return mergeHits(hits)
+}
+
+// nothingNew reports, for a restricted pending analysis, that no free
+// variable of a rule can hold a new event, so the rule cannot report.
+func (an *analysis) nothingNew(r *rule) bool {
+	if !an.mode.Restrict || an.mode.PendingFrom < 0 || !r.pendingSafe {
+		return false
+	}
+	for i := range r.body.plan {
+		st := &r.body.plan[i]
+		if st.kind != stepBind {
+			continue
+		}
+		var base []builtin.Value
+		if st.toolName != "" {
+			base = an.model.toolSelect(st.toolName, st.v.typ)
+		} else {
+			base = an.model.Select(st.v.typ)
+		}
+		if n := len(base); n > 0 && IndexOf(base[n-1]) >= an.mode.PendingFrom {
+			return false
+		}
+	}
+	return true
 }
 
 type execCtx struct {
@@ -345,6 +388,9 @@ func (an *analysis) exec(f *frame, b *body, i int, x *execCtx) bool {
 		f.slots[slot] = nil
 		return true
 	case stepCond:
+		if st.memo && x.top {
+			return an.memoCond(f, b, i, x, st)
+		}
 		v, ok := an.evalLine(f, st.line, x)
 		if !ok {
 			return true
@@ -389,6 +435,57 @@ func (an *analysis) exec(f *frame, b *body, i int, x *execCtx) bool {
 		return true
 	}
 	return true
+}
+
+// memoEntry is the outcome of a line that depends on one event variable
+// only, for one event: evaluated once per analysis.
+type memoEntry struct {
+	state uint8 // 0 not evaluated, 1 True, 2 not True or failed
+	marks []mark
+}
+
+// memoCond evaluates a single-variable line through the per-analysis memo
+// (spec §13.5 applies the same idea to detector calls): the result and the
+// marks it made are reused for every binding with the same event.
+func (an *analysis) memoCond(f *frame, b *body, i int, x *execCtx, st *step) bool {
+	e, ok := f.slots[st.v.slot].(builtin.Event)
+	if !ok || e.Seq() >= len(an.model.Seq) {
+		v, ok := an.evalLine(f, st.line, x)
+		if !ok {
+			return true
+		}
+		if bv, isBool := v.(bool); !isBool || !bv {
+			return x.onFalse()
+		}
+		return an.exec(f, b, i+1, x)
+	}
+	tab := an.memo.tabs[st.line]
+	if len(tab) < len(an.model.Seq) {
+		if cap(tab) >= len(an.model.Seq) {
+			tab = tab[:len(an.model.Seq)]
+		} else {
+			tab = append(tab, make([]memoEntry, len(an.model.Seq)-len(tab), 2*len(an.model.Seq)-len(tab))...)
+		}
+		an.memo.tabs[st.line] = tab
+	}
+	me := &tab[e.Seq()]
+	if me.state == 0 {
+		n := len(f.marks)
+		v, ok := an.evalLine(f, st.line, x)
+		me.state = 2
+		if bv, isBool := v.(bool); ok && isBool && bv {
+			me.state = 1
+		}
+		if len(f.marks) > n {
+			me.marks = append([]mark(nil), f.marks[n:]...)
+		}
+	} else {
+		f.marks = append(f.marks, me.marks...)
+	}
+	if me.state != 1 {
+		return x.onFalse()
+	}
+	return an.exec(f, b, i+1, x)
 }
 
 func orderOf(v builtin.Value) int {
@@ -532,16 +629,21 @@ func mergeExact(cur, s int) int {
 }
 
 // toolSelect returns the values of type t (ToolCall or ToolOutput) whose
-// tool call is named name, in trace order.
+// tool call is named name, in trace order (cached, extended on Append).
 func (m *Model) toolSelect(name, t string) []builtin.Value {
-	var out []builtin.Value
-	for _, pos := range m.byTool[name] {
-		e := m.Seq[pos]
-		if builtin.TypeName(e) == t {
-			out = append(out, e)
+	key := name + "\x00" + t
+	s := m.toolSel[key]
+	if s == nil {
+		s = &selection{}
+		m.toolSel[key] = s
+	}
+	ps := m.byTool[name]
+	for ; s.upTo < len(ps); s.upTo++ {
+		if e := m.Seq[ps[s.upTo]]; builtin.TypeName(e) == t {
+			s.vals = append(s.vals, e)
 		}
 	}
-	return out
+	return s.vals
 }
 
 // violation builds the violation of a satisfying binding of a rule body.

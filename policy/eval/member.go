@@ -49,7 +49,7 @@ func loc(v builtin.Value, at *builtin.Path, name string, ord int) builtin.Value 
 }
 
 func metadataValue(b *builtin.EventBase) builtin.Value {
-	return builtin.Located{V: b.Metadata, At: b.At.Child("metadata", 0)}
+	return builtin.Located{V: b.Metadata(), At: b.At.Child("metadata", 0)}
 }
 
 // member implements e.name (spec §6.5).

