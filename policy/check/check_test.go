@@ -139,6 +139,10 @@ func dumpProgram(p *Program) string {
 	var b strings.Builder
 	pos := func(n syntax.Node) string { return p.File.Source.Position(n.Pos()).String() }
 	for _, imp := range p.Imports {
+		if imp.Symbol.Kind == SymModule {
+			fmt.Fprintf(&b, "import %s = %s (module)\n", imp.Name.Name, imp.Symbol.Module)
+			continue
+		}
 		fmt.Fprintf(&b, "import %s = %s.%s (%s)\n", imp.Name.Name, imp.Module, imp.Symbol.Name, kindName(imp.Symbol.Kind))
 	}
 	for _, k := range p.Constants {

@@ -437,6 +437,16 @@ func (c *checker) member(x *syntax.SelectorExpr, mod *Symbol) vtype {
 // checked against their signature; names statically known not to be
 // callable are errors.
 func (c *checker) call(x *syntax.CallExpr) vtype {
+	if id, ok := x.Fun.(*syntax.Ident); ok && isInput(c.ident(id)) {
+		c.errorf(x.Fun.Pos(), "input is not callable")
+		for _, a := range x.Args {
+			c.expr(a)
+		}
+		for _, k := range x.Kwargs {
+			c.expr(k.Value)
+		}
+		return unknown
+	}
 	f := c.expr(x.Fun)
 	var pred *Predicate
 	if id, ok := x.Fun.(*syntax.Ident); ok {
@@ -465,10 +475,6 @@ func (c *checker) call(x *syntax.CallExpr) vtype {
 		c.errorf(x.Fun.Pos(), "%s is not callable", name)
 	case f.kind == tQuant:
 		c.errorf(x.Fun.Pos(), "%s is not callable; a quantifier is a line of its own (%s:)", name, name)
-	case f.kind == tUnknown:
-		if id, ok := x.Fun.(*syntax.Ident); ok && isInput(c.prog.Refs[id]) {
-			c.errorf(x.Fun.Pos(), "input is not callable")
-		}
 	}
 	return unknown
 }
@@ -494,8 +500,10 @@ func (c *checker) predicateCall(x *syntax.CallExpr, p *Predicate, args []vtype) 
 		switch {
 		case i < 0:
 			c.errorf(k.Name.Pos(), "predicate %s has no parameter %s%s", p.Name, k.Name.Name, didYouMean(k.Name.Name, names))
+			return
 		case given[i]:
 			c.errorf(k.Name.Pos(), "predicate %s got multiple values for %s", p.Name, k.Name.Name)
+			return
 		default:
 			given[i] = true
 		}
