@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"os"
@@ -98,7 +99,7 @@ func TestSpecChain(t *testing.T) {
 	}
 }
 
-func mustKey(t testing.TB, seed string) (k []byte) {
+func mustKey(t testing.TB, seed string) ed25519.PrivateKey {
 	key, err := ParsePrivateKey(seed)
 	if err != nil {
 		t.Fatal(err)
