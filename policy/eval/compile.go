@@ -1173,6 +1173,10 @@ func (c *compiler) quantName(id *syntax.Ident) string {
 			return q.Name
 		}
 	}
+	if _, ok := c.globals[id.Name]; !ok && c.lookupVar(id.Name) == nil {
+		c.errorf(id.Pos(), "failed to resolve identifier %s (import it: from invariant import %s)", id.Name, id.Name)
+		return ""
+	}
 	c.errorf(id.Pos(), "%s is not a quantifier", id.Name)
 	return ""
 }

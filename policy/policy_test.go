@@ -1,0 +1,356 @@
+package policy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/policy"
+	"github.com/vigilhq/vigil/trace"
+)
+
+func mustLoad(t testing.TB, src string, opts policy.Options) *policy.Policy {
+	t.Helper()
+	p, err := policy.Load(src, opts)
+	if err != nil {
+		t.Fatalf("load:\n%s\n%v", src, err)
+	}
+	return p
+}
+
+func mustTrace(t testing.TB, js string) *trace.Trace {
+	t.Helper()
+	tr, err := trace.Decode([]byte(js))
+	if err != nil {
+		t.Fatalf("decode %s: %v", js, err)
+	}
+	return tr
+}
+
+const twoMessages = `[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "abc"}]`
+
+// TestExpressions checks Python semantics of operators, methods and
+// built-ins: every expression must be exactly True.
+func TestExpressions(t *testing.T) {
+	exprs := []string{
+		`-7 % 3 == 2`, `7 % -3 == -2`, `2 ** 3 ** 2 == 512`, `-2 ** 2 == -4`, `2 ** -1 == 0.5`, `7 / 2 == 3.5`, `1 + 2 * 3 - 4 == 3`,
+		`1 == 1.0 == True`, `not 1 == 2`, `3 > 2 > 1`, `not (1 < 2 > 3)`, `True or False and False`,
+		`(1, 2) != [1, 2]`, `(1,) == tuple([1])`, `() == tuple()`, `[1, 2] + [3] == [1, 2, 3]`, `"ab" * 2 == "abab"`, `2 * [0] == [0, 0]`,
+		`"ß".upper() == "SS"`, `"ABC".lower() == "abc"`, `"  a b  ".strip() == "a b"`, `"xxaxx".strip("x") == "a"`,
+		`" a  b ".split() == ["a", "b"]`, `"a,b,,c".split(",") == ["a", "b", "", "c"]`, `"a,b,c".split(",", 1) == ["a", "b,c"]`,
+		`"a\nb\r\nc".splitlines() == ["a", "b", "c"]`, `"-".join(["a", "b"]) == "a-b"`, `"{} {x} {{}}".format(1, x=2) == "1 2 {}"`,
+		`{"a": 1, "b": 2}.keys() == ["a", "b"]`, `{"a": 1}.items() == [("a", 1)]`, `{"a": 1}.get("z", 5) == 5`, `{"keys": 1}.keys == 1`,
+		`'{"a": 1}'.a == 1`, `"123".lower() == "123"`, `len("héllo") == 5`, `"abc"[-1] == "c"`, `[1, 2, 3][0] == 1`,
+		`min([3, 1, 2]) == 1`, `max(1, 5, 3) == 5`, `sum([1, 2.5]) == 3.5`, `sum([1], 10) == 11`, `any([0, "", "x"])`, `all([])`, `empty([])`, `not empty("a")`,
+		`match("a+", "aaab")`, `not match("b", "ab")`, `find(r"\d+", "a1b22") == ["1", "22"]`, `json_loads("[1, 2.0, null]") == [1, 2.0, None]`,
+		`"a" in ["a", "b"]`, `"k" in {"k": 1}`, `"x" not in "abc"`, `[True, False] == (["a", "z"] in "abc")`, `None is None`, `1 is not True`, `True is True`,
+		`["a", "b"] contains_only ["a", "b", "c"]`, `not (["a", "z"] contains_only ["a"])`, `"aab" contains_only "ab"`, `[] contains_only []`,
+		`(1 if True else 2) == 1`, `("a" or "b") == "a"`, `(0 and 1) == 0`, `[x * 2 for x in [1, 2, 3] if x > 1] == [4, 6]`,
+		`f"{1 + 1}-{'a'}" == "2-a"`, `f"{[1, 'a']}" == "[1, 'a']"`, `f"{1.0}|{1e16}|{1e-05}|{None}" == "1.0|1e+16|1e-05|None"`,
+		`text(["a", ["b"]]) == ["a", "b"]`, `image("data:image/png;base64,AA") == ["data:image/png;base64,AA"]`,
+		`should_allow_rbac(None, "public", "bob", {"bob": ["u"]}, {"u": {"public": True}})`,
+	}
+	for _, e := range exprs {
+		src := "from invariant.access_control import should_allow_rbac\nraise \"x\" if:\n    " + e + "\n"
+		p, err := policy.Load(src, policy.Options{})
+		if err != nil {
+			t.Errorf("%s: load: %v", e, err)
+			continue
+		}
+		res, err := p.Analyze(context.Background(), mustTrace(t, `[]`), nil)
+		if err != nil {
+			t.Errorf("%s: %v", e, err)
+			continue
+		}
+		if len(res.Errors) != 1 || len(res.Failures) != 0 {
+			t.Errorf("%s: not True (errors %d, failures %+v)", e, len(res.Errors), res.Failures)
+		}
+	}
+}
+
+// TestRuntimeErrors checks that each runtime error is a failure of the
+// right kind and position, and that other rules still run.
+func TestRuntimeErrors(t *testing.T) {
+	tests := []struct {
+		line string
+		kind string
+		col  int
+	}{
+		{`1 / 0 == 1`, "zero_division", 7},
+		{`1 % 0 == 1`, "zero_division", 7},
+		{`"a" < 1`, "type_error", 9},
+		{`json_loads("{") == 1`, "json_error", 5},
+		{`match("(", "x")`, "regex_error", 5},
+		{`[1][5] == 1`, "key_error", 8},
+		{`{"a": 1}["b"] == 1`, "key_error", 13},
+		{`max([]) == 1`, "value_error", 5},
+		{`len(1) == 1`, "type_error", 5},
+		{`"abc".replace("a", "b") == 1`, "attribute_error", 11},
+		{`None.x == 1`, "attribute_error", 10},
+		{`len("a", "b") == 1`, "type_error", 5},
+		{`"a" + 1 == 1`, "type_error", 9},
+		{`1 in "abc"`, "type_error", 7},
+		{`"{:>3}".format(1) == 1`, "value_error", 5},
+	}
+	for _, tt := range tests {
+		src := "raise \"x\" if:\n    " + tt.line + "\nraise \"y\" if:\n    1 == 1\n"
+		p := mustLoad(t, src, policy.Options{})
+		res, err := p.Analyze(context.Background(), mustTrace(t, `[]`), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.line, err)
+		}
+		if len(res.Errors) != 1 || res.Errors[0].Message != "y" {
+			t.Errorf("%s: errors %+v, want only rule 1", tt.line, res.Errors)
+		}
+		want := policy.Failure{Rule: 0, Line: 2, Column: tt.col, Kind: tt.kind}
+		if len(res.Failures) != 1 {
+			t.Errorf("%s: failures %+v, want one %s", tt.line, res.Failures, tt.kind)
+			continue
+		}
+		got := res.Failures[0]
+		got.Message = ""
+		if got != want {
+			t.Errorf("%s: failure %+v, want %+v (message %q)", tt.line, got, want, res.Failures[0].Message)
+		}
+	}
+}
+
+func TestFailuresDedupAndIsolation(t *testing.T) {
+	p := mustLoad(t, `
+raise "x" if:
+    (m: Message)
+    print(m.invalid_attr)
+
+raise PolicyViolation("role", m) if:
+    (m: Message)
+    m.role == "assistant"
+`, policy.Options{})
+	res, err := p.Analyze(context.Background(), mustTrace(t, twoMessages), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) != 1 || res.Failures[0].Kind != "attribute_error" || !strings.Contains(res.Failures[0].Message, "available: role, content, tool_calls, metadata") {
+		t.Errorf("failures = %+v", res.Failures)
+	}
+	if len(res.Errors) != 1 || res.Errors[0].Key != "(1, (1,))" {
+		t.Errorf("errors = %+v", res.Errors)
+	}
+}
+
+func TestResultJSON(t *testing.T) {
+	p := mustLoad(t, `
+raise PolicyViolation(f"call {c.function.name}", c, n=1.5, ranges=[1], flag=True) if:
+    (c: ToolCall)
+`, policy.Options{})
+	tr := mustTrace(t, `[{"role": "assistant", "content": null, "metadata": {"server": "s1"}, "tool_calls": [{"id": "7", "type": "function", "function": {"name": "f", "arguments": {"a": [1, "x"]}}}]}]`)
+	res, err := p.Analyze(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(res)
+	want := `{"errors":[{"key":"(0, (0,))","args":["call f",{"metadata":{"trace_idx":0},"server":"s1","id":"7","type":"function","function":{"name":"f","arguments":{"a":[1,"x"]}}}],"kwargs":{"n":1.5,"flag":true},"ranges":["messages.0.tool_calls.0"]}],"failures":[],"warnings":[]}`
+	if string(got) != want {
+		t.Errorf("result\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestBudgets(t *testing.T) {
+	src := `
+raise "pair" if:
+    (a: Message)
+    (b: Message)
+    a.content == b.content
+
+raise "one" if:
+    (m: Message)
+    m.role == "user"
+`
+	var msgs []string
+	for i := range 50 {
+		msgs = append(msgs, fmt.Sprintf(`{"role": "user", "content": "m%d"}`, i%2))
+	}
+	tr := mustTrace(t, "["+strings.Join(msgs, ",")+"]")
+	p := mustLoad(t, src, policy.Options{MaxSteps: 100})
+	res, err := p.Analyze(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var budget int
+	for _, f := range res.Failures {
+		if f.Kind == "budget_exceeded" {
+			budget++
+			if f.Rule == 0 && (f.Line != 2 || f.Column != 1 || !strings.Contains(f.Message, "100 steps")) {
+				t.Errorf("budget failure %+v", f)
+			}
+		}
+	}
+	if budget != 1 {
+		t.Errorf("failures %+v, want one budget_exceeded for rule 0", res.Failures)
+	}
+	pairs, ones := 0, 0
+	for _, v := range res.Errors {
+		if v.Rule == 0 {
+			pairs++
+		} else {
+			ones++
+		}
+	}
+	if pairs == 0 || pairs >= 50*25 || ones != 50 {
+		t.Errorf("kept %d pair violations and %d others", pairs, ones)
+	}
+	// the default budget evaluates everything
+	res, err = mustLoad(t, src, policy.Options{}).Analyze(context.Background(), tr, nil)
+	if err != nil || len(res.Failures) != 0 || len(res.Errors) != 50*25+50 {
+		t.Errorf("default budget: %d errors, failures %+v, %v", len(res.Errors), res.Failures, err)
+	}
+}
+
+func TestWallTimeAndCancel(t *testing.T) {
+	src := `
+raise "slow" if:
+    (a: Message)
+    (b: Message)
+    (c: Message)
+    a.content + b.content == c.content + "zz"
+
+raise "fast" if:
+    (m: Message)
+`
+	var msgs []string
+	for i := range 200 {
+		msgs = append(msgs, fmt.Sprintf(`{"role": "user", "content": "m%d"}`, i))
+	}
+	tr := mustTrace(t, "["+strings.Join(msgs, ",")+"]")
+	p := mustLoad(t, src, policy.Options{WallTime: 20 * time.Millisecond})
+	res, err := p.Analyze(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) != 2 || res.Failures[0].Kind != "budget_exceeded" || res.Failures[1].Rule != 1 || !strings.Contains(res.Failures[1].Message, "wall-time") {
+		t.Errorf("failures = %+v", res.Failures)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = mustLoad(t, src, policy.Options{}).Analyze(ctx, tr, nil)
+	if !errors.Is(err, policy.ErrCancelled) {
+		t.Errorf("err = %v, want cancelled", err)
+	}
+}
+
+func TestParameters(t *testing.T) {
+	p := mustLoad(t, `
+raise "x" if:
+    (m: Message)
+    input.word in m.content
+    m.role in input.roles
+`, policy.Options{})
+	if got := p.Params(); strings.Join(got, ",") != "roles,word" {
+		t.Errorf("params = %v", got)
+	}
+	tr := mustTrace(t, twoMessages)
+	res, err := p.Analyze(context.Background(), tr, map[string]any{"word": "ab", "roles": []any{"assistant"}})
+	if err != nil || len(res.Errors) != 1 || strings.Join(res.Errors[0].Ranges, " ") != "messages.1 messages.1.content:0-2" {
+		t.Errorf("res = %+v, %v", res, err)
+	}
+	_, err = p.Analyze(context.Background(), tr, map[string]any{"word": "ab"})
+	var ae *policy.AnalysisError
+	if !errors.As(err, &ae) || !errors.Is(err, policy.ErrMissingParameter) || !strings.Contains(err.Error(), "missing policy parameter 'roles' (the policy uses input.roles)") {
+		t.Errorf("err = %v", err)
+	}
+	_, err = p.Analyze(context.Background(), tr, map[string]any{"word": "ab", "roles": nil, "data": 1})
+	if !errors.Is(err, policy.ErrReservedParameter) {
+		t.Errorf("err = %v, want reserved_parameter", err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"raise \"x\" if:\n    (m: Mesage)\n", "2:9: unknown type Mesage"},
+		{"raise \"x\" if:\n    y == 1\n", "failed to resolve identifier y"},
+		{"import os\n", "module os is not available"},
+		{"from invariant.detectors import moderated\nraise \"x\" if:\n    moderated(\"a\")\n", "detector moderated has no provider (configure detectors.base_url)"},
+		{"raise \"x\" if:\n    (c: ToolCall)\n    c is tool:f({a: input.x})\n", "unsupported tool pattern"},
+		{"raise \"x\" if:\n    forall:\n        1 == 1\n", "failed to resolve identifier forall"},
+		{"p(m: Message) := p(m)\nraise \"x\" if:\n    (m: Message)\n    p(m)\n", "recursive"},
+		{"raise \"x\" if:\n    x := 1\n    x := 2\n", "x already declared"},
+		{"raise \"x\" if:\n    input.data == 1\n", "input.data is reserved"},
+	}
+	for _, tt := range tests {
+		_, err := policy.Load(tt.src, policy.Options{Name: "p.pol"})
+		if err == nil || !errors.Is(err, policy.ErrLoad) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Load(%q) = %v, want error containing %q", tt.src, err, tt.want)
+		}
+	}
+}
+
+func TestMonitor(t *testing.T) {
+	p := mustLoad(t, `
+raise PolicyViolation("after inbox", call2) if:
+    (call: ToolCall) -> (call2: ToolCall)
+    call is tool:get_inbox
+    call2 is tool:send_email
+
+raise PolicyViolation("user says A", m) if:
+    (m: Message)
+    m.role == "user"
+    "A" in m.content
+`, policy.Options{})
+	tr := mustTrace(t, `[
+ {"role": "user", "content": "A1"},
+ {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "get_inbox", "arguments": {}}}]},
+ {"role": "tool", "content": "mail"},
+ {"role": "assistant", "content": null, "tool_calls": [{"id": "2", "type": "function", "function": {"name": "send_email", "arguments": {}}}]},
+ {"role": "user", "content": "A2"},
+ {"role": "assistant", "content": null, "tool_calls": [{"id": "3", "type": "function", "function": {"name": "send_email", "arguments": {}}}]}]`)
+	want, err := p.Analyze(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := p.NewMonitor(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range tr.Events {
+		res, err := m.Append(context.Background(), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Errors {
+			got = append(got, v.Key)
+		}
+	}
+	var all []string
+	for _, v := range want.Errors {
+		all = append(all, v.Key)
+	}
+	// Appending reports each violation once, when its last event arrives.
+	if strings.Join(got, " ") != "(1, (0,)) (0, (1, 3)) (1, (4,)) (0, (1, 5))" || len(got) != len(all) {
+		t.Errorf("monitor reported %v; whole analysis %v", got, all)
+	}
+	// Check with the same growing trace reports nothing new.
+	m2, _ := p.NewMonitor(nil)
+	past := &trace.Trace{Events: tr.Events[:4]}
+	pending := &trace.Trace{Events: tr.Events[4:]}
+	r1, _ := m2.Check(context.Background(), &trace.Trace{}, past)
+	r2, _ := m2.Check(context.Background(), past, pending)
+	r3, _ := m2.Check(context.Background(), past, pending)
+	if len(r1.Errors) != 2 || len(r2.Errors) != 2 || len(r3.Errors) != 0 {
+		t.Errorf("Check: %d, %d, %d new violations", len(r1.Errors), len(r2.Errors), len(r3.Errors))
+	}
+	if _, err := mustLoad(t, "raise \"x\" if:\n    input.a == 1\n", policy.Options{}).NewMonitor(nil); !errors.Is(err, policy.ErrMissingParameter) {
+		t.Errorf("NewMonitor without parameter: %v", err)
+	}
+}
+
+func TestInvalidTrace(t *testing.T) {
+	p := mustLoad(t, "raise \"x\" if:\n    (m: Message)\n", policy.Options{})
+	_, err := p.AnalyzeJSON(context.Background(), []byte(`[{"role": 1}]`), nil)
+	if !errors.Is(err, policy.ErrInvalidTrace) {
+		t.Errorf("err = %v, want invalid_trace", err)
+	}
+}
