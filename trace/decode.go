@@ -128,6 +128,10 @@ func fromValue(v Value) (*Trace, pendingErrors) {
 		n.root = rootTop
 		msgs, ok := v.Get("messages")
 		if !ok {
+			if v.Has("role") || v.Has("tools") || v.Has("function") {
+				n.errorf(`"messages" is missing: this looks like a single event; a trace is a list of events, wrap it in [ ]`)
+				return nil, n.errs
+			}
 			n.errorf(`"messages" is missing (a trace object needs a "messages" array)`)
 			return nil, n.errs
 		}

@@ -199,6 +199,10 @@ func (s *scanner) array() Value {
 	}
 	for {
 		s.skipSpace()
+		if s.pos < len(s.data) && s.data[s.pos] == ']' {
+			s.fail(s.pos, "unexpected ']' after ',' (trailing comma), want a value")
+			return nil
+		}
 		v := s.value()
 		if s.err != nil {
 			return nil
@@ -239,6 +243,10 @@ func (s *scanner) object() Value {
 	for {
 		s.skipSpace()
 		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+			if len(o.Members) > 0 && s.pos < len(s.data) && s.data[s.pos] == '}' {
+				s.fail(s.pos, "unexpected '}' after ',' (trailing comma), want a string key")
+				return nil
+			}
 			s.fail(s.pos, "unexpected %s in object, want a string key", s.describe())
 			return nil
 		}
