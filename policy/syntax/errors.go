@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Pos is a position in a Source: the offset of a code point from the start
@@ -23,7 +24,8 @@ type Source struct {
 	Text string // the text as given, without a leading byte-order mark
 
 	runes      []rune
-	lineStarts []Pos // code-point offset of the start of each line
+	offs       []int32 // byte offset in Text of each code point, and of the end
+	lineStarts []Pos   // code-point offset of the start of each line
 }
 
 // NewSource returns a Source for text. A leading UTF-8 byte-order mark is
@@ -32,8 +34,15 @@ type Source struct {
 func NewSource(name, text string) *Source {
 	text = strings.TrimPrefix(text, "\uFEFF")
 	s := &Source{Name: name, Text: text}
-	s.runes = []rune(text)
-	s.lineStarts = append(s.lineStarts, 0)
+	n := utf8.RuneCountInString(text)
+	s.runes = make([]rune, 0, n)
+	s.offs = make([]int32, 0, n+1)
+	for i, r := range text {
+		s.runes = append(s.runes, r)
+		s.offs = append(s.offs, int32(i))
+	}
+	s.offs = append(s.offs, int32(len(text)))
+	s.lineStarts = make([]Pos, 1, 16)
 	for i := 0; i < len(s.runes); i++ {
 		switch s.runes[i] {
 		case '\r':
@@ -100,7 +109,8 @@ func (s *Source) Line(n int) string {
 	return string(s.runes[start:end])
 }
 
-// Snippet returns the code points from p to end as a string (clamped).
+// Snippet returns the text from p to end as a string (clamped). It
+// shares memory with Text: it does not allocate.
 func (s *Source) Snippet(p, end Pos) string {
 	if p < 0 {
 		p = 0
@@ -111,7 +121,7 @@ func (s *Source) Snippet(p, end Pos) string {
 	if end < p {
 		return ""
 	}
-	return string(s.runes[p:end])
+	return s.Text[s.offs[p]:s.offs[end]]
 }
 
 // Error is a load error (or warning) at a position of a policy source.

@@ -3,20 +3,19 @@ package syntax
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // token is one lexical token with its code-point extent.
+// Its text is Source.Snippet(pos, end); strings are decoded by the parser.
 type token struct {
 	tok    Token
+	raw    bool // string with an r prefix
+	triple bool // triple-quoted string
 	pos    Pos
 	end    Pos
-	lit    string // text as written (IDENT, numbers, strings, VALUEREF name)
-	val    string // decoded value of a STRING
-	raw    bool   // string with an r prefix
-	triple bool   // triple-quoted string
-	body   Pos    // FSTRING: start of the text between the quotes
-	bodyE  Pos    // FSTRING: end of that text
-	margin int    // FSTRING (triple): dedent margin in code points
+	body   Pos // STRING, FSTRING: start of the text between the quotes
+	bodyE  Pos // STRING, FSTRING: end of that text
 }
 
 // lexer turns a Source (or a range of it) into a slice of tokens. It works
@@ -63,7 +62,8 @@ func (s *errorSink) warn(pos Pos, msg string) { s.warns.Add(s.src, pos, msg) }
 
 func newLexer(src *Source, start, end int, exprMode bool, errs *errorSink) *lexer {
 	l := &lexer{src: src, r: src.Runes(), i: start, end: end, exprMode: exprMode, errs: errs}
-	l.indents = []int{0}
+	l.indents = make([]int, 1, 8)
+	l.toks = make([]token, 0, (end-start)/4+8)
 	if !exprMode {
 		l.base = commonIndent(l.r[start:end])
 	}
@@ -251,13 +251,12 @@ func (l *lexer) lexIdent() {
 	for l.i < l.end && (isLetter(l.r[l.i]) || isDigit(l.r[l.i])) {
 		l.i++
 	}
-	name := string(l.r[start:l.i])
+	name := l.src.Snippet(Pos(start), Pos(l.i))
 	if l.i < l.end && (l.r[l.i] == '"' || l.r[l.i] == '\'') && len(name) <= 2 {
 		l.lexString(start, name)
 		return
 	}
-	t := l.emit(Lookup(name), start, l.i)
-	t.lit = name
+	l.emit(Lookup(name), start, l.i)
 }
 
 func (l *lexer) lexNumber() {
@@ -290,14 +289,13 @@ func (l *lexer) lexNumber() {
 	if float {
 		tok = FLOAT
 	}
-	t := l.emit(tok, start, l.i)
-	t.lit = string(l.r[start:l.i])
+	l.emit(tok, start, l.i)
 	if l.i < l.end && (isLetter(l.r[l.i]) || isDigit(l.r[l.i])) {
 		bad := l.i
 		for l.i < l.end && (isLetter(l.r[l.i]) || isDigit(l.r[l.i])) {
 			l.i++
 		}
-		l.errs.add(Pos(bad), fmt.Sprintf("invalid number literal %q", string(l.r[start:l.i])))
+		l.errs.add(Pos(bad), fmt.Sprintf("invalid number literal %q", l.src.Snippet(Pos(start), Pos(l.i))))
 	}
 }
 
@@ -367,25 +365,41 @@ func (l *lexer) lexString(start int, prefix string) {
 		tok = FSTRING
 	}
 	t := l.emit(tok, start, l.i)
-	t.lit = string(l.r[start:l.i])
 	t.raw, t.triple = raw, triple
 	t.body, t.bodyE = Pos(body), Pos(bodyEnd)
-	var drop []bool
-	if triple {
-		drop = dedentMask(l.r[body:bodyEnd])
+}
+
+// decodeString returns the value of a STRING token (spec §2.5), reporting
+// malformed escapes.
+func decodeString(src *Source, t token, errs *errorSink) string {
+	r := src.Runes()
+	body, end := int(t.body), int(t.bodyE)
+	if !t.triple && simpleBody(r[body:end]) {
+		return src.Snippet(t.body, t.bodyE)
 	}
-	if f {
-		return
+	var drop []bool
+	if t.triple {
+		drop = dedentMask(r[body:end])
 	}
 	var b strings.Builder
-	for j := body; j < bodyEnd; {
+	for j := body; j < end; {
 		if drop != nil && drop[j-body] {
 			j++
 			continue
 		}
-		j = decodeRune(&b, l.r, j, bodyEnd, raw, l.errs)
+		j = decodeRune(&b, r, j, end, t.raw, errs)
 	}
-	t.val = b.String()
+	return b.String()
+}
+
+// simpleBody reports whether a string body needs no decoding.
+func simpleBody(r []rune) bool {
+	for _, c := range r {
+		if c == '\\' || c == '\r' || c == utf8.RuneError {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeRune decodes the character or escape sequence at r[j] into b and
@@ -621,8 +635,7 @@ func (l *lexer) lexOperator() {
 				j++
 			}
 			if j > l.i+1 && j < l.end && l.r[j] == '>' {
-				t := l.emit(VALUEREF, start, j+1)
-				t.lit = string(l.r[l.i+1 : j])
+				l.emit(VALUEREF, start, j+1)
 				l.i = j + 1
 				return
 			}

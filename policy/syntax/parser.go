@@ -80,16 +80,19 @@ func (p *parser) peek(n int) token {
 
 func (p *parser) error(pos Pos, msg string) { p.errs.add(pos, msg) }
 
-func describe(t token) string {
+// lit returns the text of a token.
+func (p *parser) lit(t token) string { return p.src.Snippet(t.pos, t.end) }
+
+func (p *parser) describe(t token) string {
 	switch t.tok {
 	case IDENT:
-		return fmt.Sprintf("identifier %s", t.lit)
+		return "identifier " + p.lit(t)
 	case INT, FLOAT:
-		return fmt.Sprintf("number %s", t.lit)
+		return "number " + p.lit(t)
 	case STRING, FSTRING:
-		return "string " + t.lit
+		return "string " + p.lit(t)
 	case VALUEREF:
-		return "value reference <" + t.lit + ">"
+		return "value reference " + p.lit(t)
 	case NEWLINE:
 		return "end of line"
 	case EOF:
@@ -105,7 +108,7 @@ func describe(t token) string {
 }
 
 func (p *parser) errorExpected(what string) {
-	p.error(p.tok.pos, "expected "+what+", found "+describe(p.tok))
+	p.error(p.tok.pos, "expected "+what+", found "+p.describe(p.tok))
 }
 
 func (p *parser) expect(t Token) Pos {
@@ -150,7 +153,7 @@ func (p *parser) skipBlock() {
 // lineEnd expects the end of a logical line.
 func (p *parser) lineEnd() {
 	if p.tok.tok != NEWLINE && p.tok.tok != EOF {
-		p.error(p.tok.pos, "unexpected "+describe(p.tok)+" at end of line")
+		p.error(p.tok.pos, "unexpected "+p.describe(p.tok)+" at end of line")
 	}
 	p.skipLine()
 }
@@ -195,7 +198,7 @@ func (p *parser) parseIdent() *Ident {
 		p.errorExpected("name")
 		return &Ident{NamePos: p.tok.pos, Name: "_"}
 	}
-	id := &Ident{NamePos: p.tok.pos, Name: p.tok.lit}
+	id := &Ident{NamePos: p.tok.pos, Name: p.lit(p.tok)}
 	p.next()
 	return id
 }
@@ -745,18 +748,20 @@ func (p *parser) parseAtom() Expr {
 	switch t.tok {
 	case INT:
 		p.next()
-		v := strings.TrimLeft(t.lit, "0")
+		lit := p.lit(t)
+		v := strings.TrimLeft(lit, "0")
 		if v == "" {
 			v = "0"
 		}
-		return &BasicLit{Kind: LitInt, ValuePos: t.pos, EndPos: t.end, Raw: t.lit, Value: v}
+		return &BasicLit{Kind: LitInt, ValuePos: t.pos, EndPos: t.end, Raw: lit, Value: v}
 	case FLOAT:
 		p.next()
-		return &BasicLit{Kind: LitFloat, ValuePos: t.pos, EndPos: t.end, Raw: t.lit, Value: t.lit}
+		lit := p.lit(t)
+		return &BasicLit{Kind: LitFloat, ValuePos: t.pos, EndPos: t.end, Raw: lit, Value: lit}
 	case STRING:
 		p.next()
 		p.noAdjacent()
-		return &BasicLit{Kind: LitString, ValuePos: t.pos, EndPos: t.end, Raw: t.lit, Value: t.val, RawStr: t.raw, Triple: t.triple}
+		return &BasicLit{Kind: LitString, ValuePos: t.pos, EndPos: t.end, Raw: p.lit(t), Value: decodeString(p.src, t, p.errs), RawStr: t.raw, Triple: t.triple}
 	case FSTRING:
 		p.next()
 		f := p.parseFString(t)
@@ -770,15 +775,16 @@ func (p *parser) parseAtom() Expr {
 		} else if t.tok == FALSE {
 			k = LitFalse
 		}
-		return &BasicLit{Kind: k, ValuePos: t.pos, EndPos: t.end, Raw: t.lit, Value: t.lit}
+		lit := p.lit(t)
+		return &BasicLit{Kind: k, ValuePos: t.pos, EndPos: t.end, Raw: lit, Value: lit}
 	case VALUEREF:
 		p.next()
-		return &ValueRef{ValuePos: t.pos, Name: t.lit, EndPos: t.end}
+		return &ValueRef{ValuePos: t.pos, Name: p.src.Snippet(t.pos+1, t.end-1), EndPos: t.end}
 	case STAR:
 		p.next()
 		return &Wildcard{Star: t.pos}
 	case IDENT:
-		if t.lit == "tool" && p.peek(1).tok == COLON && p.peek(2).tok == IDENT {
+		if p.lit(t) == "tool" && p.peek(1).tok == COLON && p.peek(2).tok == IDENT {
 			return p.parseToolRef()
 		}
 		return p.parseIdent()
@@ -839,7 +845,7 @@ func (p *parser) parseParen() Expr {
 			p.next()
 			return d
 		}
-		if p.tok.lit != "tool" || p.peek(2).tok != IDENT {
+		if p.lit(p.tok) != "tool" || p.peek(2).tok != IDENT {
 			p.error(p.peek(1).pos, "invalid typed declaration: want (name: Type)")
 			p.closeBracketQuiet()
 			return &BadExpr{From: lp, To: p.tok.pos}
@@ -995,7 +1001,7 @@ func (p *parser) parseBrace() Expr {
 // parseFString splits an f-string token into literal parts and expressions
 // (spec §2.5).
 func (p *parser) parseFString(t token) Expr {
-	f := &FString{ValuePos: t.pos, EndPos: t.end, Raw: t.lit, RawStr: t.raw, Triple: t.triple}
+	f := &FString{ValuePos: t.pos, EndPos: t.end, Raw: p.lit(t), RawStr: t.raw, Triple: t.triple}
 	r := p.src.Runes()
 	body, end := int(t.body), int(t.bodyE)
 	var drop []bool
@@ -1103,7 +1109,7 @@ func (p *parser) parseSubExpr(start, end int) Expr {
 	sp.tok = sp.toks[0]
 	x := sp.parseExpr()
 	if sp.tok.tok != EOF {
-		sp.error(sp.tok.pos, "f-string: unexpected "+describe(sp.tok))
+		sp.error(sp.tok.pos, "f-string: unexpected "+sp.describe(sp.tok))
 	}
 	return x
 }
