@@ -148,6 +148,15 @@ func TestGoSignsNodeVerifies(t *testing.T) {
 	if !resp.Valid {
 		t.Fatalf("JavaScript rejects the chain Go made: %+v", resp.Errors)
 	}
+	// Both accept a signature whose R has a torsion component (ZIP-215),
+	// which crypto/ed25519 alone would reject.
+	torsion := *chain[0]
+	torsion.Signature = torsionSignature(t, specSeed, []byte(torsion.Hash))
+	raw0, _ := torsion.MarshalJSON()
+	runNode(t, "verify", map[string]any{"publicKey": specPublicKey, "receipts": []json.RawMessage{raw0}}, &resp)
+	if res, _ := VerifyChain([]*Receipt{&torsion}, VerifyOptions{PublicKey: PublicOf(mustKey(t, specSeed))}); !resp.Valid || !res.Valid {
+		t.Fatalf("torsion signature: node valid=%v, Go valid=%v", resp.Valid, res.Valid)
+	}
 	// A tampered copy must fail in JavaScript too.
 	tampered := strings.Replace(string(raws[1]), `boom`, `bOOm`, 1)
 	raws[1] = json.RawMessage(tampered)

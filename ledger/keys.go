@@ -74,16 +74,11 @@ func SignHash(key ed25519.PrivateKey, hash string) string {
 }
 
 // VerifySignature reports whether sig is exactly 128 hex characters (either
-// case) and a valid signature by pub over the UTF-8 bytes of hash.
-func VerifySignature(pub ed25519.PublicKey, hash, sig string) bool {
-	if len(sig) != 2*ed25519.SignatureSize || len(pub) != ed25519.PublicKeySize {
-		return false
-	}
-	var raw [ed25519.SignatureSize]byte
-	if _, err := hex.Decode(raw[:], []byte(sig)); err != nil {
-		return false
-	}
-	return ed25519.Verify(pub, []byte(hash), raw[:])
+// case) and a valid signature by pub over the UTF-8 bytes of msg (for a
+// receipt, the hex hash string). It checks what @noble/ed25519 checks by
+// default (ZIP-215, the cofactored equation; see sig.go).
+func VerifySignature(pub ed25519.PublicKey, msg, sig string) bool {
+	return newKeyVerifier(pub).verify([]byte(msg), sig)
 }
 
 // Server key files (§3).

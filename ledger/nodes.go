@@ -276,7 +276,9 @@ func Countersign(r *Receipt, key ed25519.PrivateKey) error {
 // id. Duplicate ids are the store's concern (same id and hash: ignore;
 // different hash: receipt_conflict). The errors are sorted by rank.
 func CheckNext(prev *Receipt, index int, r *Receipt, opts VerifyOptions) []VerifyError {
-	c := checkIndependent(r, &opts)
+	var cs [1]checked
+	checkChunk([]*Receipt{r}, &opts, opts.keyVerifier(), cs[:])
+	c := cs[0]
 	var errs []VerifyError
 	fail := func(reason Reason) { errs = append(errs, VerifyError{Index: index, Reason: reason}) }
 	if !c.hashOK {

@@ -30,7 +30,6 @@ type streamBatch struct {
 	done  chan struct{}
 }
 
-const streamBatchSize = 128
 
 // VerifyStream verifies the chain read from r without holding it in memory:
 // r holds a JSON array of receipts, or an object with a "receipts" array
@@ -157,6 +156,7 @@ func verifyArray(dec *json.Decoder, opts VerifyOptions) (*Verifier, error) {
 		return nil, err
 	}
 	workers := opts.workers()
+	kv := v.kv
 	work := make(chan *streamBatch, workers)
 	ordered := make(chan *streamBatch, 2*workers)
 	var failed atomic.Bool
@@ -164,7 +164,7 @@ func verifyArray(dec *json.Decoder, opts VerifyOptions) (*Verifier, error) {
 	for range workers {
 		wg.Go(func() {
 			for b := range work {
-				b.out = make([]checked, len(b.raws))
+				rs := make([]*Receipt, 0, len(b.raws))
 				for j, raw := range b.raws {
 					r, err := ParseReceipt(raw)
 					if err != nil {
@@ -176,7 +176,11 @@ func verifyArray(dec *json.Decoder, opts VerifyOptions) (*Verifier, error) {
 						failed.Store(true)
 						break
 					}
-					b.out[j] = checkIndependent(r, &opts)
+					rs = append(rs, r)
+				}
+				if b.err == nil {
+					b.out = make([]checked, len(rs))
+					checkChunk(rs, &opts, kv, b.out)
 				}
 				b.raws = nil
 				close(b.done)
@@ -221,7 +225,7 @@ func verifyArray(dec *json.Decoder, opts VerifyOptions) (*Verifier, error) {
 		}
 		cur.raws = append(cur.raws, raw)
 		n++
-		if len(cur.raws) == streamBatchSize {
+		if len(cur.raws) == checkChunkSize {
 			flush()
 		}
 	}

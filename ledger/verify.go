@@ -156,19 +156,41 @@ type checked struct {
 	hashOK, sigOK                     bool
 }
 
-// checkIndependent runs the checks that need no other receipt.
-func checkIndependent(r *Receipt, opts *VerifyOptions) checked {
-	c := checked{id: r.ID, sessionID: r.SessionID, hash: r.Hash, previousHash: r.PreviousHash, timestamp: r.Timestamp, sigOK: true}
-	h, err := r.ComputeHash()
-	c.hashOK = err == nil && h == r.Hash
-	switch {
-	case opts.failSignatures:
-		c.sigOK = false
-	case opts.PublicKey != nil:
-		c.sigOK = r.Signature != "" && VerifySignature(opts.PublicKey, r.Hash, r.Signature)
+// checkChunk runs the checks that need no other receipt (hash, signature)
+// on rs, writing out[i] for rs[i]. Signatures of a chunk are verified as a
+// batch (sig.go). kv is nil when signatures are not checked.
+func checkChunk(rs []*Receipt, opts *VerifyOptions, kv *keyVerifier, out []checked) {
+	for i, r := range rs {
+		h, err := r.ComputeHash()
+		out[i] = checked{id: r.ID, sessionID: r.SessionID, hash: r.Hash, previousHash: r.PreviousHash,
+			timestamp: r.Timestamp, hashOK: err == nil && h == r.Hash, sigOK: !opts.failSignatures}
 	}
-	return c
+	if opts.failSignatures || kv == nil {
+		return
+	}
+	msgs := make([][]byte, len(rs))
+	sigs := make([]string, len(rs))
+	ok := make([]bool, len(rs))
+	for i, r := range rs {
+		msgs[i], sigs[i] = []byte(r.Hash), r.Signature
+	}
+	kv.verifyAll(msgs, sigs, ok)
+	for i := range rs {
+		out[i].sigOK = ok[i]
+	}
 }
+
+// keyVerifier returns the verifier of opts.PublicKey, nil without a key.
+func (o *VerifyOptions) keyVerifier() *keyVerifier {
+	if o.PublicKey == nil {
+		return nil
+	}
+	return newKeyVerifier(o.PublicKey)
+}
+
+// checkChunkSize is how many receipts one worker checks at a time (and
+// one signature batch).
+const checkChunkSize = 128
 
 // Verifier runs the §5.2 checks over receipts given one at a time, in
 // chain order. It is what VerifyChain and VerifyStream use, and what a
@@ -176,6 +198,7 @@ func checkIndependent(r *Receipt, opts *VerifyOptions) checked {
 // hashes seen (not the receipts). Not safe for concurrent use.
 type Verifier struct {
 	opts         VerifyOptions
+	kv           *keyVerifier
 	n            int
 	prevHash     string
 	prevTS       float64
@@ -191,12 +214,14 @@ func NewVerifier(opts VerifyOptions) (*Verifier, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	return &Verifier{opts: opts, ids: map[string]struct{}{}, hashes: map[string]int{}}, nil
+	return &Verifier{opts: opts, kv: opts.keyVerifier(), ids: map[string]struct{}{}, hashes: map[string]int{}}, nil
 }
 
 // Add checks the next receipt of the chain.
 func (v *Verifier) Add(r *Receipt) {
-	v.add(checkIndependent(r, &v.opts))
+	var c [1]checked
+	checkChunk([]*Receipt{r}, &v.opts, v.kv, c[:])
+	v.add(c[0])
 }
 
 func (v *Verifier) add(c checked) {
@@ -281,8 +306,8 @@ func VerifyChain(receipts []*Receipt, opts VerifyOptions) (Result, error) {
 		return Result{}, err
 	}
 	cs := make([]checked, len(receipts))
-	parallelFor(len(receipts), opts.workers(), func(i int) {
-		cs[i] = checkIndependent(receipts[i], &opts)
+	parallelChunks(len(receipts), opts.workers(), func(lo, hi int) {
+		checkChunk(receipts[lo:hi], &opts, v.kv, cs[lo:hi])
 	})
 	for _, c := range cs {
 		v.add(c)
@@ -290,29 +315,26 @@ func VerifyChain(receipts []*Receipt, opts VerifyOptions) (Result, error) {
 	return v.Result(), nil
 }
 
-// parallelFor calls f(i) for i in [0, n) on up to workers goroutines, in
-// chunks.
-func parallelFor(n, workers int, f func(i int)) {
-	const chunk = 64
-	if workers <= 1 || n <= chunk {
-		for i := 0; i < n; i++ {
-			f(i)
+// parallelChunks calls f(lo, hi) for consecutive chunks of [0, n) of
+// checkChunkSize on up to workers goroutines.
+func parallelChunks(n, workers int, f func(lo, hi int)) {
+	if workers <= 1 || n <= checkChunkSize {
+		for lo := 0; lo < n; lo += checkChunkSize {
+			f(lo, min(lo+checkChunkSize, n))
 		}
 		return
 	}
 	var wg sync.WaitGroup
 	next := make(chan int, workers)
-	for w := 0; w < workers; w++ {
+	for range workers {
 		wg.Go(func() {
-			for start := range next {
-				for i := start; i < min(start+chunk, n); i++ {
-					f(i)
-				}
+			for lo := range next {
+				f(lo, min(lo+checkChunkSize, n))
 			}
 		})
 	}
-	for start := 0; start < n; start += chunk {
-		next <- start
+	for lo := 0; lo < n; lo += checkChunkSize {
+		next <- lo
 	}
 	close(next)
 	wg.Wait()

@@ -1,0 +1,127 @@
+package ledger
+
+import (
+	"crypto/ed25519"
+	"crypto/sha512"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"testing"
+
+	"filippo.io/edwards25519"
+)
+
+// order8Point is the encoding of a point of order 8 (a torsion point).
+const order8Point = "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a"
+
+// torsionSignature signs msg with seed so that R carries a torsion
+// component: [S]B = R' − T + [k]A with R' = R + T. The cofactored
+// (ZIP-215, @noble/ed25519) equation accepts it; crypto/ed25519's
+// cofactorless one rejects it.
+func torsionSignature(t testing.TB, seed string, msg []byte) string {
+	t.Helper()
+	seedBytes, _ := hex.DecodeString(seed)
+	h := sha512.Sum512(seedBytes)
+	a, err := edwards25519.NewScalar().SetBytesWithClamping(h[:32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	A := new(edwards25519.Point).ScalarBaseMult(a)
+	var rb [64]byte
+	copy(rb[:], "a fixed nonce for a test signature, 64 bytes long, no more.....")
+	r, _ := edwards25519.NewScalar().SetUniformBytes(rb[:])
+	tb, _ := hex.DecodeString(order8Point)
+	T, err := new(edwards25519.Point).SetBytes(tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	R := new(edwards25519.Point).ScalarBaseMult(r)
+	R.Add(R, T)
+	kh := sha512.New()
+	kh.Write(R.Bytes())
+	kh.Write(A.Bytes())
+	kh.Write(msg)
+	k, _ := edwards25519.NewScalar().SetUniformBytes(kh.Sum(nil))
+	s := edwards25519.NewScalar().MultiplyAdd(k, a, r)
+	return hex.EncodeToString(append(R.Bytes(), s.Bytes()...))
+}
+
+func TestSignatureEdgeCases(t *testing.T) {
+	key := mustKey(t, specSeed)
+	pub := PublicOf(key)
+	msg := specHashes[0].hash
+	tb, _ := hex.DecodeString(order8Point)
+	T, _ := new(edwards25519.Point).SetBytes(tb)
+	if T.Equal(edwards25519.NewIdentityPoint()) == 1 || new(edwards25519.Point).MultByCofactor(T).Equal(edwards25519.NewIdentityPoint()) != 1 {
+		t.Fatal("order8Point is not a torsion point")
+	}
+	torsion := torsionSignature(t, specSeed, []byte(msg))
+	raw, _ := hex.DecodeString(torsion)
+	if ed25519.Verify(pub, []byte(msg), raw) {
+		t.Fatal("crypto/ed25519 accepted the torsion signature; the test no longer tests anything")
+	}
+	if !VerifySignature(pub, msg, torsion) {
+		t.Error("the cofactored check must accept a signature whose R has a torsion component (as @noble/ed25519 does)")
+	}
+	// S + L is a non-canonical S: rejected, as everywhere.
+	good, _ := hex.DecodeString(specHashes[0].sig)
+	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+	sLE := make([]byte, 32)
+	copy(sLE, good[32:])
+	for i, j := 0, 31; i < j; i, j = i+1, j-1 {
+		sLE[i], sLE[j] = sLE[j], sLE[i]
+	}
+	sum := new(big.Int).Add(new(big.Int).SetBytes(sLE), l).FillBytes(make([]byte, 32))
+	for i, j := 0, 31; i < j; i, j = i+1, j-1 {
+		sum[i], sum[j] = sum[j], sum[i]
+	}
+	nonCanonical := hex.EncodeToString(append(append([]byte{}, good[:32]...), sum...))
+	if VerifySignature(pub, msg, nonCanonical) {
+		t.Error("accepted a non-canonical S")
+	}
+	// R that is not a point, a public key that is not a point.
+	if VerifySignature(pub, msg, "ff"+specHashes[0].sig[2:]) || VerifySignature(pub, msg, "02"+specHashes[0].sig[2:]) {
+		t.Error("accepted signatures with a mangled R")
+	}
+	notPoint, _ := hex.DecodeString("0200000000000000000000000000000000000000000000000000000000000000")
+	if VerifySignature(notPoint, msg, specHashes[0].sig) {
+		t.Error("accepted with a public key that is not a point")
+	}
+}
+
+// TestBatchFindsEachBadSignature checks chunks mixing good and bad
+// signatures: the batch check must fall back and flag exactly the bad ones.
+func TestBatchFindsEachBadSignature(t *testing.T) {
+	key := mustKey(t, specSeed)
+	pub := PublicOf(key)
+	bad := map[int]string{5: "other", 150: "empty", 299: "flipped", 300: "torsion-ok"}
+	var rs []*Receipt
+	var tail Tail
+	for i := range 301 {
+		r, err := Append(tail, benchAction(i), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch bad[i] {
+		case "other":
+			r.Signature = SignHash(mustKey(t, seed42), r.Hash)
+		case "empty":
+			r.Signature = ""
+		case "flipped":
+			r.Signature = r.Signature[:100] + fmt.Sprintf("%02x", r.Signature[100]^1) + r.Signature[102:]
+		case "torsion-ok":
+			r.Signature = torsionSignature(t, specSeed, []byte(r.Hash))
+		}
+		rs = append(rs, r)
+		tail = r.Tail()
+	}
+	for _, workers := range []int{1, 2} {
+		res, err := VerifyChain(rs, VerifyOptions{PublicKey: pub, Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := asJSON(res.Errors); got != `[{"index":5,"reason":"signature"},{"index":150,"reason":"signature"},{"index":299,"reason":"signature"}]` {
+			t.Fatalf("workers=%d: %s", workers, got)
+		}
+	}
+}
