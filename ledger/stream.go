@@ -30,7 +30,6 @@ type streamBatch struct {
 	done  chan struct{}
 }
 
-
 // VerifyStream verifies the chain read from r without holding it in memory:
 // r holds a JSON array of receipts, or an object with a "receipts" array
 // (other members are ignored, except a top-level string "closeHash", which
