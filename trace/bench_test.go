@@ -83,3 +83,31 @@ func BenchmarkFlatten(b *testing.B) {
 		t.Flatten()
 	}
 }
+
+// BenchmarkDecodeManyProblems decodes a 1 MB trace in which every tool
+// call has non-JSON arguments (a warning each) and every tenth event has
+// an error: locating all of them costs one extra pass, not one per problem.
+func BenchmarkDecodeManyProblems(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("[")
+	for i := 0; sb.Len() < 1<<20; i++ {
+		if i > 0 {
+			sb.WriteString(",\n")
+		}
+		if i%10 == 0 {
+			fmt.Fprintf(&sb, `{"role": %d}`, i)
+			continue
+		}
+		fmt.Fprintf(&sb, `{"role": "assistant", "tool_calls": [{"id": "%d", "type": "function", "function": {"name": "f", "arguments": "not json %d"}}]}`, i, i)
+	}
+	sb.WriteString("]")
+	data := []byte(sb.String())
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		t, err := Decode(data)
+		if err == nil || len(t.Warnings) < 1000 || t.Warnings[len(t.Warnings)-1].Line == 0 {
+			b.Fatal("want errors and located warnings")
+		}
+	}
+}

@@ -47,23 +47,20 @@ func Decode(data []byte) (*Trace, error) {
 // locates errors in data.
 func decodeParsed(data []byte, v Value) (*Trace, error) {
 	t, errs := fromValue(v)
+	var targets []locTarget
 	if t != nil {
-		for i := range t.Warnings[:min(len(t.Warnings), MaxErrors)] {
+		for i := range t.Warnings {
 			w := &t.Warnings[i]
-			if off := locate(data, w.root, w.path); off >= 0 {
-				w.Line, w.Col = LineCol(data, off)
-			}
+			targets = append(targets, locTarget{root: w.root, path: w.path, line: &w.Line, col: &w.Col})
 		}
 	}
-	if len(errs) > 0 {
-		for _, e := range errs {
-			if e.Offset == -2 {
-				e.Offset = locate(data, e.root, e.path)
-				if e.Offset >= 0 {
-					e.Line, e.Col = LineCol(data, e.Offset)
-				}
-			}
+	for _, e := range errs {
+		if e.Offset == -2 {
+			targets = append(targets, locTarget{root: e.root, path: e.path, off: &e.Offset, line: &e.Line, col: &e.Col})
 		}
+	}
+	locateAll(data, targets)
+	if len(errs) > 0 {
 		l := errs.list()
 		l.Sort()
 		return t, l

@@ -134,106 +134,184 @@ func isIdent(s string) bool {
 	return true
 }
 
-// locate returns the byte offset of the value at path p in data (path
-// elements after the pseudo-root name), or -1. It re-scans the input and is
-// only called when an error is reported.
-func locate(data []byte, root int, p []pathElem) int {
+// locTarget is a value to locate: its path and where to store the result.
+type locTarget struct {
+	root      int
+	path      []pathElem
+	off       *int // byte offset, -1 when not found (may be nil)
+	line, col *int // 1-based position, left alone when not found
+}
+
+// locNode is a node of the trie of wanted paths.
+type locNode struct {
+	keys    map[string]*locNode
+	indices map[int]*locNode
+	targets []*locTarget
+}
+
+func (n *locNode) child(e pathElem) *locNode {
+	if e.key == "" {
+		if n.indices == nil {
+			n.indices = map[int]*locNode{}
+		}
+		c := n.indices[e.index]
+		if c == nil {
+			c = &locNode{}
+			n.indices[e.index] = c
+		}
+		return c
+	}
+	if n.keys == nil {
+		n.keys = map[string]*locNode{}
+	}
+	c := n.keys[e.key]
+	if c == nil {
+		c = &locNode{}
+		n.keys[e.key] = c
+	}
+	return c
+}
+
+// locateAll finds the input position of every target in one pass over
+// data: it re-scans the input along a trie of the wanted paths, skipping
+// every subtree no target is in, then converts all offsets to line and
+// column in one more pass. It is only called when something is reported,
+// and costs O(len(data) + total path length) however many targets there
+// are.
+func locateAll(data []byte, targets []locTarget) {
+	if len(targets) == 0 {
+		return
+	}
+	root := &locNode{}
+	for i := range targets {
+		t := &targets[i]
+		n := root
+		if t.root == rootMessages {
+			n = n.child(pathElem{key: "messages"})
+		}
+		for _, e := range t.path {
+			n = n.child(e)
+		}
+		n.targets = append(n.targets, t)
+	}
 	l := locator{scanner: scanner{data: data}}
 	if len(data) >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF {
 		l.pos = 3
 	}
-	l.skipSpace()
-	// The root element is the events array; for an object trace, step into
-	// "messages" first.
-	if root == rootMessages {
-		p = append([]pathElem{{key: "messages"}}, p...)
+	found := map[*locTarget]int{}
+	l.walk(root, found)
+	offs := make([]int, 0, len(found))
+	for _, off := range found {
+		offs = append(offs, off)
 	}
-	for _, e := range p {
-		l.skipSpace()
-		if l.pos >= len(data) {
-			return -1
-		}
-		switch data[l.pos] {
-		case '[':
-			if e.key != "" || !l.seekIndex(e.index) {
-				return -1
+	sort.Ints(offs)
+	pos := make(map[int][2]int, len(offs))
+	line, lineStart, i := 1, 0, 0
+	for _, off := range offs {
+		for ; i < off && i < len(data); i++ {
+			if data[i] == '\n' {
+				line++
+				lineStart = i + 1
 			}
-		case '{':
-			if e.key == "" || !l.seekKey(e.key) {
-				return -1
-			}
-		default:
-			return -1
 		}
+		pos[off] = [2]int{line, off - lineStart + 1}
 	}
-	l.skipSpace()
-	return l.pos
+	for i := range targets {
+		t := &targets[i]
+		off, ok := found[t]
+		if !ok {
+			if t.off != nil {
+				*t.off = -1
+			}
+			continue
+		}
+		if t.off != nil {
+			*t.off = off
+		}
+		p := pos[off]
+		*t.line, *t.col = p[0], p[1]
+	}
 }
 
 type locator struct{ scanner }
 
+// walk records the offset of the value at the current position for n's
+// targets, then descends into the members n has children for. It returns
+// false when the input ends or is malformed.
+func (l *locator) walk(n *locNode, found map[*locTarget]int) bool {
+	l.skipSpace()
+	if l.pos >= len(l.data) {
+		return false
+	}
+	for _, t := range n.targets {
+		found[t] = l.pos
+	}
+	switch {
+	case l.data[l.pos] == '[' && n.indices != nil:
+		l.pos++
+		for i := 0; ; i++ {
+			l.skipSpace()
+			if l.pos >= len(l.data) {
+				return false
+			}
+			if l.data[l.pos] == ']' {
+				l.pos++
+				return true
+			}
+			if c := n.indices[i]; c != nil {
+				if !l.walk(c, found) {
+					return false
+				}
+			} else if !l.skip() {
+				return false
+			}
+			l.skipSpace()
+			if l.pos < len(l.data) && l.data[l.pos] == ',' {
+				l.pos++
+			}
+		}
+	case l.data[l.pos] == '{' && n.keys != nil:
+		l.pos++
+		for {
+			l.skipSpace()
+			if l.pos >= len(l.data) {
+				return false
+			}
+			if l.data[l.pos] == '}' {
+				l.pos++
+				return true
+			}
+			k, _ := l.str().(string)
+			if l.err != nil {
+				return false
+			}
+			l.skipSpace()
+			if l.pos >= len(l.data) || l.data[l.pos] != ':' {
+				return false
+			}
+			l.pos++
+			// For a duplicate key the last member wins, as in Object.Get.
+			if c := n.keys[k]; c != nil {
+				if !l.walk(c, found) {
+					return false
+				}
+			} else if !l.skip() {
+				return false
+			}
+			l.skipSpace()
+			if l.pos < len(l.data) && l.data[l.pos] == ',' {
+				l.pos++
+			}
+		}
+	default:
+		return l.skip()
+	}
+}
+
 // skip scans over one value without building it.
 func (l *locator) skip() bool {
 	l.depth = 0
+	l.skipSpace()
 	l.value()
 	return l.err == nil
-}
-
-func (l *locator) seekIndex(n int) bool {
-	l.pos++
-	for i := 0; ; i++ {
-		l.skipSpace()
-		if l.pos >= len(l.data) || l.data[l.pos] == ']' {
-			return false
-		}
-		if i == n {
-			return true
-		}
-		if !l.skip() {
-			return false
-		}
-		l.skipSpace()
-		if l.pos >= len(l.data) || l.data[l.pos] != ',' {
-			return false
-		}
-		l.pos++
-	}
-}
-
-// seekKey positions at the value of the last member named key.
-func (l *locator) seekKey(key string) bool {
-	l.pos++
-	found := -1
-	for {
-		l.skipSpace()
-		if l.pos >= len(l.data) || l.data[l.pos] != '"' {
-			break
-		}
-		k, _ := l.str().(string)
-		if l.err != nil {
-			return false
-		}
-		l.skipSpace()
-		if l.pos >= len(l.data) || l.data[l.pos] != ':' {
-			return false
-		}
-		l.pos++
-		l.skipSpace()
-		if k == key {
-			found = l.pos
-		}
-		if !l.skip() {
-			return false
-		}
-		l.skipSpace()
-		if l.pos >= len(l.data) || l.data[l.pos] != ',' {
-			break
-		}
-		l.pos++
-	}
-	if found < 0 {
-		return false
-	}
-	l.pos = found
-	return true
 }

@@ -68,6 +68,16 @@ func FuzzDecode(f *testing.F) {
 		if err != nil && !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrInvalidTrace) {
 			t.Fatalf("unexpected error kind: %v", err)
 		}
+		var list ErrorList
+		if errors.As(err, &list) {
+			for _, e := range list {
+				if e.Offset >= 0 {
+					if l, c := LineCol(data, e.Offset); l != e.Line || c != e.Col {
+						t.Fatalf("%v: offset %d is %d:%d", e, e.Offset, l, c)
+					}
+				}
+			}
+		}
 		if tr == nil {
 			return
 		}
