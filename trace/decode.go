@@ -522,7 +522,7 @@ func (n *normalizer) tools(v Value, e *Event) {
 				tool.Description = v
 			case nil:
 			default:
-				tool.Description = string(Marshal(v))
+				tool.Description = Display(v)
 			}
 		})
 		tool.InputSchema = &Object{}

@@ -204,7 +204,7 @@ type Tool struct {
 	// Name is the tool name.
 	Name string
 	// Description is the description, "no description available" when
-	// absent or null, a non-string's JSON text otherwise.
+	// absent or null, a non-string's display string (Display) otherwise.
 	Description string
 	// InputSchema is the input schema object (empty when absent).
 	InputSchema *Object
