@@ -92,6 +92,45 @@ func NewEvent(v Value) (*Event, error) {
 	return e, nil
 }
 
+// Append normalises elements and appends them to t, as if they had been
+// at the end of the decoded input: trace indices continue (§7.4), warnings
+// are added to t.Warnings with their event index, and errors (an
+// ErrorList, errors.Is ErrInvalidTrace) name paths from the trace's root
+// (events[i] or messages[i], i counted from the start of the trace). Every
+// element is appended even when it is invalid, as Decode keeps them. This
+// is how the gateway and monitors grow a live trace.
+func (t *Trace) Append(elements ...Value) error {
+	n := normalizer{idx: t.nextIndex()}
+	if t.Form == FormObject {
+		n.root = rootMessages
+	}
+	for _, v := range elements {
+		n.path = append(n.path[:0], pathElem{index: len(t.Events)})
+		t.Events = append(t.Events, n.event(v))
+	}
+	for i := range n.warns {
+		n.warns[i].path = nil
+	}
+	t.Warnings = append(t.Warnings, n.warns...)
+	if len(n.errs) > 0 {
+		return n.errs.list()
+	}
+	return nil
+}
+
+// nextIndex returns the trace index the next appended element gets.
+func (t *Trace) nextIndex() int {
+	idx := 0
+	for _, e := range t.Events {
+		if e.Kind == KindTools && e.Tools != nil {
+			idx += len(e.Tools)
+		} else {
+			idx++
+		}
+	}
+	return idx
+}
+
 type pendingError struct {
 	Error
 	root int

@@ -13,7 +13,8 @@
 // ToolCalls, ToolCallID, Tools, Metadata, Server). JSON values are Values:
 // nil, bool, Number (literal text), string, []Value and *Object (ordered
 // members), so Encode reproduces the input exactly, up to whitespace and
-// the storage normalisation.
+// the storage normalisation. Trace.Append normalises further elements of
+// a live trace (trace indices, links and warnings continue).
 //
 // # Evaluation order
 //

@@ -152,3 +152,38 @@ func TestItemServerAndKinds(t *testing.T) {
 		t.Error("kind names")
 	}
 }
+
+func TestAppend(t *testing.T) {
+	whole := `[{"tools": [{"name": "a"}, {"name": "b"}]}, {"role": "user", "content": "hi"},
+		{"role": "assistant", "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "bad"}}]},
+		{"role": "tool", "content": "out"}]`
+	want, err := Decode([]byte(whole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Decoding a prefix and appending the rest gives the same trace,
+	// warnings and flattening.
+	got, err := Decode([]byte(`[{"tools": [{"name": "a"}, {"name": "b"}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range want.Events[1:] {
+		if err := got.Append(Clone(e.Raw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(got.Encode()) != string(want.Encode()) {
+		t.Errorf("encode differs:\n%s\n%s", got.Encode(), want.Encode())
+	}
+	if len(got.Warnings) != 1 || got.Warnings[0].Msg != want.Warnings[0].Msg || got.Warnings[0].Path != want.Warnings[0].Path {
+		t.Errorf("warnings = %v, want %v", got.Warnings, want.Warnings)
+	}
+	if a, b := dumpFlat(got), dumpFlat(want); a != b {
+		t.Errorf("flatten differs:\n%s\n%s", a, b)
+	}
+	err = got.Append(NewObject("role", Number("3")), "x")
+	var el ErrorList
+	if !errors.As(err, &el) || len(el) != 2 || el[0].Path != "events[4].role" || el[1].Path != "events[5]" || len(got.Events) != 6 {
+		t.Errorf("Append errors = %v (%d events)", err, len(got.Events))
+	}
+}
