@@ -5,7 +5,7 @@
 //
 // The facade is a pipeline in the shape of expr's Compile:
 //
-//	syntax.Parse → eval.Compile → (*Policy).Analyze
+//	syntax.Parse → check.Check → eval.Compile → (*Policy).Analyze
 //
 // Goals: the spec's semantics exactly (the conformance suite in testdata
 // passes), positions on every error, budgets instead of caps, and speed —
@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/policy/builtin"
+	"github.com/vigilhq/vigil/policy/check"
 	"github.com/vigilhq/vigil/policy/eval"
 	"github.com/vigilhq/vigil/policy/syntax"
 	"github.com/vigilhq/vigil/trace"
@@ -99,11 +100,15 @@ func Load(src string, opts Options) (*Policy, error) {
 	if err != nil {
 		return nil, &loadError{err}
 	}
+	checked, err := check.Check(file, Universe())
+	if err != nil {
+		return nil, &loadError{err}
+	}
 	prog, err := eval.Compile(file)
 	if err != nil {
 		return nil, &loadError{err}
 	}
-	return &Policy{src: s, prog: prog, opts: opts, Warnings: file.Warnings}, nil
+	return &Policy{src: s, prog: prog, opts: opts, Warnings: checked.Warnings}, nil
 }
 
 type loadError struct{ err error }

@@ -91,7 +91,7 @@ func TestRuntimeErrors(t *testing.T) {
 		{`len(1) == 1`, "type_error", 5},
 		{`"abc".replace("a", "b") == 1`, "attribute_error", 11},
 		{`None.x == 1`, "attribute_error", 10},
-		{`len("a", "b") == 1`, "type_error", 5},
+		{`"a".lower(1) == 1`, "type_error", 5},
 		{`"a" + 1 == 1`, "type_error", 9},
 		{`1 in "abc"`, "type_error", 7},
 		{`"{:>3}".format(1) == 1`, "value_error", 5},

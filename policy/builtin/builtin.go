@@ -68,6 +68,16 @@ type Builtin struct {
 	// Available reports whether a provider is configured; nil means
 	// available. Consulted at load time only for NeedProvider built-ins.
 	Available func() bool
+	// Result is the static type of the result when known ("bool", "int",
+	// "float", "str", "list", "dict"; "" unknown), for the loader's
+	// "line is not a boolean" warning. Regex marks a function whose first
+	// argument is a regular expression (match, find).
+	Result string
+	Regex  bool
+	// Cache marks results as cacheable for the lifetime of a policy
+	// (spec §13.5): expensive or non-deterministic functions. Model-backed
+	// built-ins (NeedProvider) are always cached.
+	Cache bool
 	// Impl runs the function. Nil means "declared but not implemented in
 	// this build" (a load error when used, like an unavailable detector).
 	Impl Func
@@ -145,45 +155,45 @@ var (
 // detect are added with Register. Read it through Lookup and All, which see
 // registrations too.
 var Builtins = []Builtin{
-	{Name: "any", Core: true, Params: []Param{{Name: "it"}}, Doc: "True iff some element is truthy.", Impl: fnAny},
-	{Name: "all", Core: true, Params: []Param{{Name: "it"}}, Doc: "True iff every element is truthy (all([]) is True).", Impl: fnAll},
-	{Name: "empty", Core: true, Params: []Param{{Name: "x"}}, Doc: "len(x) == 0.", Impl: fnEmpty},
-	{Name: "len", Core: true, Params: []Param{{Name: "x"}}, Doc: "Code points of a str; size of a list, tuple, dict; chunk count of Contents.", Impl: fnLen},
+	{Name: "any", Result: "bool", Core: true, Params: []Param{{Name: "it"}}, Doc: "True iff some element is truthy.", Impl: fnAny},
+	{Name: "all", Result: "bool", Core: true, Params: []Param{{Name: "it"}}, Doc: "True iff every element is truthy (all([]) is True).", Impl: fnAll},
+	{Name: "empty", Result: "bool", Core: true, Params: []Param{{Name: "x"}}, Doc: "len(x) == 0.", Impl: fnEmpty},
+	{Name: "len", Result: "int", Core: true, Params: []Param{{Name: "x"}}, Doc: "Code points of a str; size of a list, tuple, dict; chunk count of Contents.", Impl: fnLen},
 	{Name: "min", Core: true, Variadic: true, Doc: "Smallest of one iterable or several arguments; empty input is value_error.", Impl: fnMin},
 	{Name: "max", Core: true, Variadic: true, Doc: "Largest of one iterable or several arguments; empty input is value_error.", Impl: fnMax},
 	{Name: "sum", Core: true, Params: []Param{{Name: "it"}, {Name: "start", Optional: true}}, Doc: "Numeric sum of the elements plus start (0).", Impl: fnSum},
 	{Name: "tuple", Core: true, Params: []Param{{Name: "it", Optional: true}}, Doc: "A tuple of the elements.", Impl: fnTuple},
-	{Name: "match", Core: true, Params: []Param{{Name: "pattern"}, {Name: "s"}}, Doc: "True iff the Python regex matches at the start of s.", Impl: fnMatch},
-	{Name: "find", Core: true, Params: []Param{{Name: "pattern"}, {Name: "s"}}, Marks: true, Doc: "All non-overlapping matches, left to right; marks each.", Impl: fnFind},
+	{Name: "match", Result: "bool", Regex: true, Core: true, Params: []Param{{Name: "pattern"}, {Name: "s"}}, Doc: "True iff the Python regex matches at the start of s.", Impl: fnMatch},
+	{Name: "find", Result: "list", Regex: true, Core: true, Params: []Param{{Name: "pattern"}, {Name: "s"}}, Marks: true, Doc: "All non-overlapping matches, left to right; marks each.", Impl: fnFind},
 	{Name: "json_loads", Core: true, Params: []Param{{Name: "s"}}, Doc: "The parsed JSON value (no location); invalid JSON is json_error.", Impl: fnJSONLoads},
-	{Name: "print", Core: true, Variadic: true, Doc: "Writes the display strings to the debug output; returns True.", Impl: fnPrint},
+	{Name: "print", Result: "bool", Core: true, Variadic: true, Doc: "Writes the display strings to the debug output; returns True.", Impl: fnPrint},
 	{Name: "tool_call", Core: true, Params: []Param{{Name: "out"}}, Doc: "The ToolCall linked to a ToolOutput, or None.", Impl: fnToolCall},
 	{Name: "server", Core: true, Params: []Param{{Name: "e"}}, Doc: "The server of an event, or None.", Impl: fnServer},
-	{Name: "text", Core: true, Modules: []string{"invariant"}, Variadic: true, Doc: "Flat list of the strings of the arguments.", Impl: fnText},
-	{Name: "image", Core: true, Modules: []string{"invariant"}, Variadic: true, Doc: "Flat list of the image URLs of the arguments.", Impl: fnImage},
+	{Name: "text", Result: "list", Core: true, Modules: []string{"invariant"}, Variadic: true, Doc: "Flat list of the strings of the arguments.", Impl: fnText},
+	{Name: "image", Result: "list", Core: true, Modules: []string{"invariant"}, Variadic: true, Doc: "Flat list of the image URLs of the arguments.", Impl: fnImage},
 	{Name: "Violation", Core: true, Modules: []string{"invariant"}, Variadic: true, AnyKwargs: true, Doc: "A violation value for a raise head.", Impl: fnViolation},
 	{Name: "PolicyViolation", Core: true, Modules: []string{"invariant"}, Variadic: true, AnyKwargs: true, Doc: "Alias of Violation.", Impl: fnViolation},
-	{Name: "links", Modules: []string{"invariant.parsers", "invariant.parsers.html"}, Params: []Param{{Name: "data"}}, Doc: "URLs starting with http:// or https://, without repeats.", Impl: fnLinks},
+	{Name: "links", Result: "list", Modules: []string{"invariant.parsers", "invariant.parsers.html"}, Params: []Param{{Name: "data"}}, Doc: "URLs starting with http:// or https://, without repeats.", Impl: fnLinks},
 	// Detectors and helpers whose implementations come from package detect
 	// (Register replaces these declarations). Without one, using the name is
 	// a load error.
-	{Name: "secrets", Modules: []string{"invariant.detectors", "invariant.detectors.secrets"}, Params: []Param{{Name: "data"}}, Doc: "Secret type names, one per match."},
-	{Name: "unicode", Modules: []string{"invariant.detectors", "invariant.detectors.prompt_injection"}, Params: []Param{{Name: "data"}, {Name: "categories", Optional: true}}, Marks: true, Doc: "Unicode general categories present; marks each code point reported."},
-	{Name: "copyright", Modules: []string{"invariant.detectors", "invariant.detectors.copyright"}, Params: []Param{{Name: "data"}}, Doc: "License names and/or COPYRIGHT."},
+	{Name: "secrets", Result: "list", Modules: []string{"invariant.detectors", "invariant.detectors.secrets"}, Params: []Param{{Name: "data"}}, Doc: "Secret type names, one per match."},
+	{Name: "unicode", Result: "list", Modules: []string{"invariant.detectors", "invariant.detectors.prompt_injection"}, Params: []Param{{Name: "data"}, {Name: "categories", Optional: true}}, Marks: true, Doc: "Unicode general categories present; marks each code point reported."},
+	{Name: "copyright", Result: "list", Modules: []string{"invariant.detectors", "invariant.detectors.copyright"}, Params: []Param{{Name: "data"}}, Doc: "License names and/or COPYRIGHT."},
 	{Name: "python_code", Modules: []string{"invariant.detectors", "invariant.detectors.code"}, Params: []Param{{Name: "data"}, {Name: "ipython_mode", Optional: true}}, Doc: "PythonCodeResult: imports, builtins, function_calls, syntax_error."},
 	{Name: "ipython_code", Modules: []string{"invariant.detectors", "invariant.detectors.code"}, Params: []Param{{Name: "data"}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "PythonCodeResult after IPython cell preprocessing."},
-	{Name: "semgrep", Modules: []string{"invariant.detectors", "invariant.detectors.code"}, Params: []Param{{Name: "data"}, {Name: "lang"}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "List of CodeIssue."},
-	{Name: "pii", Modules: []string{"invariant.detectors", "invariant.detectors.pii"}, Params: []Param{{Name: "data"}, {Name: "entities", Optional: true}}, Marks: true, Doc: "PII entity types found; marks each finding."},
-	{Name: "moderated", Modules: []string{"invariant.detectors", "invariant.detectors.moderation"}, Params: []Param{{Name: "data"}, {Name: "model", Optional: true}, {Name: "default_threshold", Optional: true}, {Name: "cat_thresholds", Optional: true}}, Marks: true, Need: NeedProvider, Config: "detectors.base_url", Doc: "True if some string is flagged."},
-	{Name: "prompt_injection", Modules: []string{"invariant.detectors", "invariant.detectors.prompt_injection"}, Params: []Param{{Name: "data"}, {Name: "model", Optional: true}, {Name: "threshold", Optional: true}}, Doc: "True if some string scores at least threshold."},
-	{Name: "is_similar", Modules: []string{"invariant.detectors", "invariant.detectors.sentence_similarity"}, Params: []Param{{Name: "data"}, {Name: "target"}, {Name: "threshold", Optional: true}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "True iff an embedding similarity exceeds the threshold."},
-	{Name: "embedding_similarity", Modules: []string{"invariant.detectors", "invariant.detectors.sentence_similarity"}, Params: []Param{{Name: "data"}, {Name: "target"}, {Name: "mode", Optional: true}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "Largest (or smallest) embedding similarity."},
-	{Name: "fuzzy_contains", Modules: []string{"invariant.detectors", "invariant.detectors.fuzzy_matching"}, Params: []Param{{Name: "search_text"}, {Name: "query"}, {Name: "query_similarity_threshold", Optional: true}, {Name: "use_semantic", Optional: true}}, Marks: true, Doc: "True iff some substring is within the edit distance of query."},
+	{Name: "semgrep", Result: "list", Modules: []string{"invariant.detectors", "invariant.detectors.code"}, Params: []Param{{Name: "data"}, {Name: "lang"}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "List of CodeIssue."},
+	{Name: "pii", Result: "list", Modules: []string{"invariant.detectors", "invariant.detectors.pii"}, Params: []Param{{Name: "data"}, {Name: "entities", Optional: true}}, Marks: true, Doc: "PII entity types found; marks each finding."},
+	{Name: "moderated", Result: "bool", Modules: []string{"invariant.detectors", "invariant.detectors.moderation"}, Params: []Param{{Name: "data"}, {Name: "model", Optional: true}, {Name: "default_threshold", Optional: true}, {Name: "cat_thresholds", Optional: true}}, Marks: true, Need: NeedProvider, Config: "detectors.base_url", Doc: "True if some string is flagged."},
+	{Name: "prompt_injection", Result: "bool", Modules: []string{"invariant.detectors", "invariant.detectors.prompt_injection"}, Params: []Param{{Name: "data"}, {Name: "model", Optional: true}, {Name: "threshold", Optional: true}}, Doc: "True if some string scores at least threshold."},
+	{Name: "is_similar", Result: "bool", Modules: []string{"invariant.detectors", "invariant.detectors.sentence_similarity"}, Params: []Param{{Name: "data"}, {Name: "target"}, {Name: "threshold", Optional: true}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "True iff an embedding similarity exceeds the threshold."},
+	{Name: "embedding_similarity", Result: "float", Modules: []string{"invariant.detectors", "invariant.detectors.sentence_similarity"}, Params: []Param{{Name: "data"}, {Name: "target"}, {Name: "mode", Optional: true}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "Largest (or smallest) embedding similarity."},
+	{Name: "fuzzy_contains", Result: "bool", Modules: []string{"invariant.detectors", "invariant.detectors.fuzzy_matching"}, Params: []Param{{Name: "search_text"}, {Name: "query"}, {Name: "query_similarity_threshold", Optional: true}, {Name: "use_semantic", Optional: true}}, Marks: true, Doc: "True iff some substring is within the edit distance of query."},
 	{Name: "html_code", Modules: []string{"invariant.parsers", "invariant.parsers.html"}, Params: []Param{{Name: "data"}}, Doc: "HTMLData with alt_texts and links."},
-	{Name: "ocr", Modules: []string{"invariant.parsers", "invariant.parsers.ocr"}, Params: []Param{{Name: "image"}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "Text lines of an image."},
-	{Name: "llm", Modules: []string{"invariant", "invariant.llm"}, Params: []Param{{Name: "prompt"}, {Name: "system_prompt", Optional: true}, {Name: "model", Optional: true}, {Name: "temperature", Optional: true}, {Name: "max_tokens", Optional: true}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "The model's answer."},
-	{Name: "llm_confirm", Modules: []string{"invariant", "invariant.llm"}, Params: []Param{{Name: "property_description"}, {Name: "system_prompt", Optional: true}, {Name: "model", Optional: true}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "True iff the model answers yes."},
-	{Name: "should_allow_rbac", Modules: []string{"invariant.access_control"}, Params: []Param{{Name: "data"}, {Name: "scope"}, {Name: "user"}, {Name: "user_roles"}, {Name: "role_grants"}}, Doc: "True iff some role of user grants scope.", Impl: fnShouldAllowRBAC},
+	{Name: "ocr", Result: "list", Modules: []string{"invariant.parsers", "invariant.parsers.ocr"}, Params: []Param{{Name: "image"}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "Text lines of an image."},
+	{Name: "llm", Result: "str", Modules: []string{"invariant", "invariant.llm"}, Params: []Param{{Name: "prompt"}, {Name: "system_prompt", Optional: true}, {Name: "model", Optional: true}, {Name: "temperature", Optional: true}, {Name: "max_tokens", Optional: true}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "The model's answer."},
+	{Name: "llm_confirm", Result: "bool", Modules: []string{"invariant", "invariant.llm"}, Params: []Param{{Name: "property_description"}, {Name: "system_prompt", Optional: true}, {Name: "model", Optional: true}}, Need: NeedProvider, Config: "detectors.base_url", Doc: "True iff the model answers yes."},
+	{Name: "should_allow_rbac", Result: "bool", Modules: []string{"invariant.access_control"}, Params: []Param{{Name: "data"}, {Name: "scope"}, {Name: "user"}, {Name: "user_roles"}, {Name: "role_grants"}}, Doc: "True iff some role of user grants scope.", Impl: fnShouldAllowRBAC},
 }
 
 // Modules lists the importable modules (spec §13.2) and the names each
@@ -244,6 +254,10 @@ func Register(b Builtin) {
 			}
 		}
 		b.Marks = b.Marks || old.Marks
+		b.Regex = b.Regex || old.Regex
+		if b.Result == "" {
+			b.Result = old.Result
+		}
 		b.Core = b.Core || old.Core
 	}
 	registry[b.Name] = &b
@@ -291,6 +305,37 @@ func ModuleExports(module string) ([]string, bool) {
 		}
 	}
 	return names, true
+}
+
+// Conditional capabilities (spec §13.4): needs that arise from how a
+// detector is used rather than from calling it.
+const (
+	CapPIIPerson      = "pii:PERSON"             // pii with entities naming PERSON, or <PERSON>
+	CapPIILocation    = "pii:LOCATION"           // pii with entities naming LOCATION, or <LOCATION>
+	CapModerated      = "moderated"              // <MODERATED> in a pattern
+	CapInjectionModel = "prompt_injection:model" // prompt_injection with model=
+)
+
+var capabilities = map[string]bool{}
+
+// SetCapability records whether a conditional capability (the Cap*
+// constants) has a provider. Package detect calls it when a model provider
+// is configured; without a call the capability is missing.
+func SetCapability(name string, available bool) {
+	mu.Lock()
+	capabilities[name] = available
+	mu.Unlock()
+}
+
+// Capability reports whether a conditional capability is available, and
+// otherwise the setting that would provide it.
+func Capability(name string) (config string, ok bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	if capabilities[name] {
+		return "", true
+	}
+	return "detectors.base_url", false
 }
 
 // Exports reports whether module exists and whether it exports name. It
