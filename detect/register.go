@@ -6,6 +6,7 @@ package detect
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -231,11 +232,33 @@ func fnPythonCode(c *builtin.Call) (builtin.Value, error) {
 	}}, nil
 }
 
-func fnHTMLCode(c *builtin.Call) (builtin.Value, error) {
-	texts, err := dataArg(c)
-	if err != nil {
-		return nil, err
+// htmlTexts is text(data) for html_code, where a ToolCall contributes its
+// JSON form (policy-language §13.3).
+func htmlTexts(v builtin.Value, out *[]builtin.Value) {
+	switch x := builtin.Strip(v).(type) {
+	case *builtin.ToolCall:
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(builtin.JSONForm(x)); err == nil {
+			*out = append(*out, strings.TrimSuffix(b.String(), "\n"))
+		}
+	case []builtin.Value, builtin.Tuple:
+		els, _ := builtin.Elements(v)
+		for _, e := range els {
+			htmlTexts(e, out)
+		}
+	default:
+		*out = append(*out, builtin.Texts(v)...)
 	}
+}
+
+func fnHTMLCode(c *builtin.Call) (builtin.Value, error) {
+	if len(c.Args) == 0 {
+		return nil, builtin.Errorf(builtin.TypeError, "html_code() missing required argument 'data'")
+	}
+	var texts []builtin.Value
+	htmlTexts(c.Args[0], &texts)
 	var alts, links []string
 	seen := map[string]bool{}
 	for _, s := range texts {

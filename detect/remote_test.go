@@ -167,7 +167,7 @@ func TestHTTPProviderRetriesAndCache(t *testing.T) {
 }
 
 func TestHTTPProviderTimeout(t *testing.T) {
-	m := &mockModel{delay: time.Second}
+	m := &mockModel{delay: 300 * time.Millisecond}
 	srv := httptest.NewServer(m)
 	defer srv.Close()
 	p, err := NewHTTPProvider(Config{BaseURL: srv.URL + "/v1/", Timeout: 50 * time.Millisecond, Retries: -1})
