@@ -80,9 +80,10 @@ type Options struct {
 
 // Policy is a loaded policy. It is safe for concurrent use.
 type Policy struct {
-	src  *syntax.Source
-	prog *eval.Program
-	opts Options
+	src   *syntax.Source
+	prog  *eval.Program
+	opts  Options
+	cache *eval.Cache
 	// Warnings are the load-time warnings (the policy loaded).
 	Warnings ErrorList
 }
@@ -108,7 +109,7 @@ func Load(src string, opts Options) (*Policy, error) {
 	if err != nil {
 		return nil, &loadError{err}
 	}
-	return &Policy{src: s, prog: prog, opts: opts, Warnings: checked.Warnings}, nil
+	return &Policy{src: s, prog: prog, opts: opts, cache: eval.NewCache(0), Warnings: checked.Warnings}, nil
 }
 
 type loadError struct{ err error }
@@ -123,7 +124,7 @@ func (p *Policy) Source() *Source { return p.src }
 func (p *Policy) Params() []string { return p.prog.Params() }
 
 func (p *Policy) evalOptions() eval.Options {
-	return eval.Options{MaxSteps: p.opts.MaxSteps, WallTime: p.opts.WallTime, RegexTimeout: p.opts.RegexTimeout, Debug: p.opts.Debug}
+	return eval.Options{MaxSteps: p.opts.MaxSteps, WallTime: p.opts.WallTime, RegexTimeout: p.opts.RegexTimeout, Debug: p.opts.Debug, Cache: p.cache}
 }
 
 // Params converts parameters to the engine's values. Values are Go values

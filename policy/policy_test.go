@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/policy"
+	"github.com/vigilhq/vigil/policy/builtin"
 	"github.com/vigilhq/vigil/trace"
 )
 
@@ -352,5 +353,54 @@ func TestInvalidTrace(t *testing.T) {
 	_, err := p.AnalyzeJSON(context.Background(), []byte(`[{"role": 1}]`), nil)
 	if !errors.Is(err, policy.ErrInvalidTrace) {
 		t.Errorf("err = %v, want invalid_trace", err)
+	}
+}
+
+// probeCalls counts calls of the cached test built-in cached_probe, which
+// marks every "x" of its argument strings.
+var probeCalls int
+
+func init() {
+	builtin.Register(builtin.Builtin{Name: "cached_probe", Core: true, Cache: true, Marks: true,
+		Params: []builtin.Param{{Name: "data"}}, Result: "list",
+		Impl: builtin.TextDetector(func(c *builtin.Call, s string) ([]builtin.Match, error) {
+			probeCalls++
+			var out []builtin.Match
+			for i, r := range []rune(s) {
+				if r == 'x' {
+					out = append(out, builtin.Match{Start: i, End: i + 1, Label: "X"})
+				}
+			}
+			return out, nil
+		}, true)})
+}
+
+func TestDetectorCache(t *testing.T) {
+	p := mustLoad(t, `
+raise PolicyViolation("probe", m) if:
+    (m: Message)
+    "X" in cached_probe(m)
+`, policy.Options{})
+	tr := mustTrace(t, `[{"role": "user", "content": "axbx"}, {"role": "assistant", "content": "no"}, {"role": "user", "content": "axbx"}]`)
+	probeCalls = 0
+	var ranges []string
+	for range 2 {
+		res, err := p.Analyze(context.Background(), tr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranges = nil
+		for _, v := range res.Errors {
+			ranges = append(ranges, strings.Join(v.Ranges, " "))
+		}
+	}
+	// identical contents at events 0 and 2 share one call; the second
+	// analysis calls nothing; marks land on each event's own content
+	if probeCalls != 2 {
+		t.Errorf("probe called %d times, want 2 (one per distinct argument)", probeCalls)
+	}
+	want := []string{"messages.0 messages.0.content:1-2 messages.0.content:3-4", "messages.2 messages.2.content:1-2 messages.2.content:3-4"}
+	if strings.Join(ranges, "|") != strings.Join(want, "|") {
+		t.Errorf("ranges = %q, want %q", ranges, want)
 	}
 }

@@ -475,7 +475,30 @@ func RuneLen(s string) int { return utf8.RuneCountInString(s) }
 // result serialisation of spec §11.1 (events in their JSON form of §7.3,
 // patterns and functions as their display string). Dicts become
 // OrderedMap to keep key order.
-func JSONForm(v Value) any {
+func JSONForm(v Value) any { return jsonForm(v, true) }
+
+// ContentKey is a deep rendering of v for caches (spec §13.5): like its
+// JSON form but without locations, so equal values in different places of
+// a trace (two identical messages) have the same key.
+func ContentKey(v Value) string {
+	b, err := marshalNoEscape(jsonForm(v, false))
+	if err != nil {
+		return TypeName(v) + ":" + Display(v)
+	}
+	return TypeName(v) + ":" + string(b)
+}
+
+func jsonForm(v Value, withIndex bool) any {
+	JSONForm := func(v Value) any { return jsonForm(v, withIndex) }
+	meta := func(e *EventBase) any {
+		if withIndex {
+			return jsonForm(e.Metadata(), true)
+		}
+		if e.UserMetadata == nil {
+			return OrderedMap{}
+		}
+		return jsonForm(e.UserMetadata, false)
+	}
 	switch x := Strip(v).(type) {
 	case nil, bool, int64, string:
 		return x
@@ -503,19 +526,19 @@ func JSONForm(v Value) any {
 			}
 			calls = cs
 		}
-		return OrderedMap{{"metadata", JSONForm(x.Metadata())}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_calls", calls}}
+		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_calls", calls}}
 	case *ToolCall:
-		return OrderedMap{{"metadata", JSONForm(x.Metadata())}, {"server", x.Server}, {"id", x.ID}, {"type", x.Type}, {"function", JSONForm(x.Function)}}
+		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"id", x.ID}, {"type", x.Type}, {"function", JSONForm(x.Function)}}
 	case *Function:
 		return OrderedMap{{"name", x.Name}, {"arguments", JSONForm(x.Arguments)}}
 	case *ToolOutput:
-		return OrderedMap{{"metadata", JSONForm(x.Metadata())}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_call_id", x.ToolCallID}}
+		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_call_id", x.ToolCallID}}
 	case *Tool:
 		ps := make([]any, len(x.InputSchema))
 		for i, p := range x.InputSchema {
 			ps[i] = JSONForm(p)
 		}
-		return OrderedMap{{"metadata", JSONForm(x.Metadata())}, {"server", x.Server}, {"name", x.Name}, {"description", x.Description}, {"inputSchema", ps}}
+		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"name", x.Name}, {"description", x.Description}, {"inputSchema", ps}}
 	case *ToolParameter:
 		return OrderedMap{{"type", JSONForm(x.Type)}, {"name", x.Name}, {"description", x.Description}, {"required", x.Required}, {"properties", JSONForm(x.Properties)}, {"additionalProperties", x.AdditionalProperties}, {"items", JSONForm(x.Items)}, {"enum", JSONForm(x.Enum)}}
 	case *TextChunk:

@@ -39,6 +39,9 @@ type Options struct {
 	RegexTimeout time.Duration
 	// Debug receives print() output; nil discards it.
 	Debug io.Writer
+	// Cache keeps results of cacheable built-ins across analyses (spec
+	// §13.5); nil means a cache for this analysis only.
+	Cache *Cache
 	// CheckEvery is how many steps pass between checks of ctx and the
 	// wall-time budget; 0 means 256.
 	CheckEvery int64
@@ -167,6 +170,7 @@ type analysis struct {
 	cur       *rule
 	wallOut   bool
 	memo      *Memo
+	cache     *Cache
 }
 
 // Run analyses model with params (a dict of JSON values, nil for none).
@@ -201,6 +205,10 @@ func (p *Program) Run(ctx context.Context, model *Model, params *builtin.Dict, o
 		failSeen: map[Failure]bool{}, warnSeen: map[string]bool{}, memo: mode.Memo}
 	if an.memo == nil {
 		an.memo = NewMemo()
+	}
+	an.cache = opts.Cache
+	if an.cache == nil {
+		an.cache = NewCache(0)
 	}
 	env.Warn = an.warn
 	if opts.WallTime > 0 {
@@ -903,8 +911,16 @@ func (f *frame) callBuiltin(pos syntax.Pos, b *builtin.Builtin, args []builtin.V
 	if b.Impl == nil {
 		throw(pos, builtin.DetectorUnavailable, "detector %s is not available in this build", b.Name)
 	}
-	c := builtin.NewCall(f.an.ctx, b.Name, args, kw, f.an.env, f.mark)
-	v, err := b.Impl(c)
+	run := func(mark func(*builtin.Path, int, int)) (builtin.Value, error) {
+		return b.Impl(builtin.NewCall(f.an.ctx, b.Name, args, kw, f.an.env, mark))
+	}
+	var v builtin.Value
+	var err error
+	if cacheable(b) {
+		v, err = f.an.cache.call(f, b, args, kw, run)
+	} else {
+		v, err = run(f.mark)
+	}
 	if err != nil {
 		throwErr(pos, err)
 	}

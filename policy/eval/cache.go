@@ -1,0 +1,118 @@
+package eval
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/vigilhq/vigil/policy/builtin"
+)
+
+// Cache keeps the results of cacheable built-ins (model-backed detectors,
+// and those marked Cache) for the lifetime of a policy (spec §13.5), keyed
+// by the function, the argument values compared deeply without locations,
+// and the keyword arguments. Marks are stored per argument string and
+// replayed at the locations of the current arguments, so caching never
+// changes a result. It is safe for concurrent use and bounded: when full it
+// starts afresh.
+type Cache struct {
+	mu  sync.Mutex
+	m   map[string]*cacheEntry
+	max int
+}
+
+type cacheEntry struct {
+	v     builtin.Value
+	marks []cachedMark
+}
+
+// cachedMark is a mark on the text-th string of the call's arguments.
+type cachedMark struct {
+	text, start, end int
+}
+
+// NewCache returns a cache holding at most max results (0 means 4096).
+func NewCache(max int) *Cache {
+	if max <= 0 {
+		max = 4096
+	}
+	return &Cache{m: map[string]*cacheEntry{}, max: max}
+}
+
+func cacheable(b *builtin.Builtin) bool { return b.Cache || b.Need == builtin.NeedProvider }
+
+// argTexts lists the located strings of a call's arguments, in order.
+func argTexts(args []builtin.Value, kw *builtin.Dict) []builtin.Value {
+	var out []builtin.Value
+	for _, a := range args {
+		out = append(out, builtin.Texts(a)...)
+	}
+	if kw != nil {
+		for _, k := range kw.Keys {
+			out = append(out, builtin.Texts(kw.M[k])...)
+		}
+	}
+	return out
+}
+
+func cacheKey(name string, args []builtin.Value, kw *builtin.Dict) string {
+	var b strings.Builder
+	b.WriteString(name)
+	for _, a := range args {
+		b.WriteByte(0)
+		b.WriteString(builtin.ContentKey(a))
+	}
+	if kw != nil {
+		for _, k := range kw.Keys {
+			b.WriteByte(1)
+			b.WriteString(k)
+			b.WriteByte('=')
+			b.WriteString(builtin.ContentKey(kw.M[k]))
+		}
+	}
+	return b.String()
+}
+
+// call runs b through the cache.
+func (c *Cache) call(f *frame, b *builtin.Builtin, args []builtin.Value, kw *builtin.Dict, run func(mark func(*builtin.Path, int, int)) (builtin.Value, error)) (builtin.Value, error) {
+	key := cacheKey(b.Name, args, kw)
+	c.mu.Lock()
+	e := c.m[key]
+	c.mu.Unlock()
+	texts := argTexts(args, kw)
+	if e != nil {
+		for _, m := range e.marks {
+			if m.text < len(texts) {
+				if at := builtin.At(texts[m.text]); at != nil {
+					f.mark(at, m.start, m.end)
+				}
+			}
+		}
+		return e.v, nil
+	}
+	index := map[string]int{}
+	for i, t := range texts {
+		if at := builtin.At(t); at != nil {
+			if _, dup := index[at.String()]; !dup {
+				index[at.String()] = i
+			}
+		}
+	}
+	e = &cacheEntry{}
+	v, err := run(func(at *builtin.Path, start, end int) {
+		if i, ok := index[at.String()]; ok {
+			e.marks = append(e.marks, cachedMark{text: i, start: start, end: end})
+		}
+		f.mark(at, start, end)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.v = v
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		c.m = map[string]*cacheEntry{}
+	}
+	c.m[key] = e
+	c.mu.Unlock()
+	return v, nil
+}
