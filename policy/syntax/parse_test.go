@@ -147,3 +147,30 @@ func roundTrip(t *testing.T, f *File) {
 		t.Fatalf("round trip changed the tree\n--- before\n%s--- after\n%s--- formatted\n%s", a, b, out)
 	}
 }
+
+// TestFormatRoundTrip covers the printer's delicate cases.
+func TestFormatRoundTrip(t *testing.T) {
+	for _, text := range []string{
+		"X := (1).real\n",
+		"X := (1.5).y\n",
+		"X := 1 .y\n",
+		"X := {tool: tool}\n",
+		"X := (tool:f,)\n",
+		"raise tool if:\n    tool:\n        tool\n",
+		"X := -(-1) ** -2\n",
+		"X := (a < b) < c\n",
+		"X := [x for x in (a if b else c) if (d if e else f)]\n",
+		"X := f(*, <A>, k=<B>)\n",
+		"X := not not a in b\n",
+		"p(tool: Tool) := (x: T)\n",
+		"X :=\n    1\n",
+		"X := f\"{a}{{b}}\" + '''c\n  d'''\n",
+	} {
+		f, err := ParseString("", text)
+		if err != nil {
+			t.Errorf("%q: %v", text, err)
+			continue
+		}
+		roundTrip(t, f)
+	}
+}

@@ -390,7 +390,14 @@ func formatExpr(b *strings.Builder, x Expr) {
 		}
 		b.WriteByte(')')
 	case *SelectorExpr:
-		formatExpr(b, x.X)
+		if lit, ok := x.X.(*BasicLit); ok && (lit.Kind == LitInt || lit.Kind == LitFloat) {
+			// 1.real would lex as the float "1." followed by a name.
+			b.WriteByte('(')
+			formatExpr(b, x.X)
+			b.WriteByte(')')
+		} else {
+			formatExpr(b, x.X)
+		}
 		b.WriteString("." + x.Sel.Name)
 	case *IndexExpr:
 		formatExpr(b, x.X)
