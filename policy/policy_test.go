@@ -404,3 +404,67 @@ raise PolicyViolation("probe", m) if:
 		t.Errorf("ranges = %q, want %q", ranges, want)
 	}
 }
+
+// TestBindingOrder checks the sequential semantics of §10.2 where the
+// engine binds lazily: flow tests reached after both operands are bound,
+// outer variables in quantifier flows, and violation order by declaration
+// order even when a later-declared variable is bound first.
+func TestBindingOrder(t *testing.T) {
+	tr := `[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]`
+	tests := []struct {
+		name, src string
+		keys      string
+	}{
+		{"flow after bound operands", `
+raise "x" if:
+    (a: Message)
+    (b: Message)
+    a.role == "user"
+    b.role == "assistant"
+    a -> b`, "(0, (0, 1)) (0, (0, 3)) (0, (2, 3))"},
+		{"immediate flow after bound operands", `
+raise "x" if:
+    (a: Message)
+    (b: Message)
+    b.role == "assistant"
+    a.role == "user"
+    a ~> b`, "(0, (0, 1)) (0, (2, 3))"},
+		{"declaration order wins over binding order", `
+raise "x" if:
+    (a: Message)
+    (b: Message)
+    b.role == "assistant"
+    a.role == "user"`, "(0, (0, 1)) (0, (0, 3)) (0, (2, 1)) (0, (2, 3))"},
+		{"string variable declared first", `
+raise PolicyViolation("x", s=s) if:
+    (s: str)
+    (m: Message)
+    m.content == "d"
+    s in ["a", "c"]`, "(0, (3, -1))"},
+		{"flow between outer variables in a quantifier", `
+from invariant import forall
+raise "x" if:
+    (a: Message)
+    (b: Message)
+    a.role == "user"
+    b.role == "assistant"
+    forall:
+        (c: Message)
+        a -> b
+    a.content == "a"`, "(0, (0, 1)) (0, (0, 3))"},
+	}
+	for _, tt := range tests {
+		p := mustLoad(t, tt.src, policy.Options{})
+		res, err := p.Analyze(context.Background(), mustTrace(t, tr), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		var keys []string
+		for _, v := range res.Errors {
+			keys = append(keys, v.Key)
+		}
+		if strings.Join(keys, " ") != tt.keys {
+			t.Errorf("%s: keys %v, want %s", tt.name, keys, tt.keys)
+		}
+	}
+}

@@ -620,10 +620,19 @@ func (c *compiler) plan(b *body) []step {
 		case lineDecl:
 			continue
 		case lineFlow:
+			// a flow test is deferred to the binding of its later variable
+			// when it cannot raise (both operands are event variables) and
+			// one operand is a free variable of this body not yet bound
 			deferrable := c.deferFlows
 			for _, fc := range ln.flows {
-				if !eventTypes[fc.a.typ] || !eventTypes[fc.b.typ] {
+				unbound := func(v *variable) bool { return v.kind == varFree && v.body == b && !bound[v] }
+				if !eventTypes[fc.a.typ] || !eventTypes[fc.b.typ] || !(unbound(fc.a) || unbound(fc.b)) {
 					deferrable = false
+				}
+				for _, v := range []*variable{fc.a, fc.b} {
+					if v.kind != varFree {
+						deferrable = false
+					}
 				}
 			}
 			if deferrable && len(ln.flows) > 0 {

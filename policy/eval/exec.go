@@ -383,10 +383,16 @@ func (an *analysis) exec(f *frame, b *body, i int, x *execCtx) bool {
 	case stepBind:
 		cands := an.candidates(f, st, x, i)
 		slot := st.v.slot
-		for _, c := range cands {
+		for j, c := range cands {
 			f.slots[slot] = c
 			if x.top {
-				f.order[st.v.order] = orderOf(c)
+				// binding order: position in the variable's full range
+				// (events: their sequence position; other values are never
+				// filtered, so j is that position)
+				f.order[st.v.order] = j
+				if e, ok := c.(builtin.Event); ok {
+					f.order[st.v.order] = e.Seq()
+				}
 			}
 			if !an.exec(f, b, i+1, x) {
 				f.slots[slot] = nil
@@ -496,12 +502,6 @@ func (an *analysis) memoCond(f *frame, b *body, i int, x *execCtx, st *step) boo
 	return an.exec(f, b, i+1, x)
 }
 
-func orderOf(v builtin.Value) int {
-	if e, ok := v.(builtin.Event); ok {
-		return e.Seq()
-	}
-	return 0
-}
 
 // evalLine evaluates a line. In a rule body a runtime error is recorded as
 // a failure and stops the branch (ok false); elsewhere it propagates to the
