@@ -335,6 +335,9 @@ func Display(v Value) string {
 	case Tuple:
 		return reprSeq("(", ")", x, len(x) == 1)
 	case *Dict:
+		if x == nil {
+			return "None"
+		}
 		var b strings.Builder
 		b.WriteByte('{')
 		for i, k := range x.Keys {
@@ -512,6 +515,9 @@ func jsonForm(v Value, withIndex bool) any {
 	case Tuple:
 		return jsonSeq(x)
 	case *Dict:
+		if x == nil {
+			return nil
+		}
 		m := OrderedMap{}
 		for _, k := range x.Keys {
 			m = append(m, KV{k, JSONForm(x.M[k])})
