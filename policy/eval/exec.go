@@ -502,7 +502,6 @@ func (an *analysis) memoCond(f *frame, b *body, i int, x *execCtx, st *step) boo
 	return an.exec(f, b, i+1, x)
 }
 
-
 // evalLine evaluates a line. In a rule body a runtime error is recorded as
 // a failure and stops the branch (ok false); elsewhere it propagates to the
 // enclosing rule line.
