@@ -64,6 +64,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		checkPositions(t, file, src.Len())
+		checkNodePositions(t, file, src.Len())
 		roundTrip(t, file)
 	})
 }
@@ -76,4 +77,29 @@ func checkPositions(t *testing.T, f *File, n int) {
 			t.Fatalf("statement %T at [%d, %d) outside [0, %d]", s, s.Pos(), s.End(), n)
 		}
 	}
+}
+
+// checkNodePositions checks that every node lies inside the source and
+// inside its parent.
+func checkNodePositions(t *testing.T, f *File, n int) {
+	t.Helper()
+	var stack []Node
+	Inspect(f, func(node Node) bool {
+		if node == nil {
+			stack = stack[:len(stack)-1]
+			return true
+		}
+		p, e := node.Pos(), node.End()
+		if p < 0 || int(e) > n || e < p {
+			t.Fatalf("%T at [%d, %d) outside [0, %d]", node, p, e, n)
+		}
+		if len(stack) > 0 {
+			parent := stack[len(stack)-1]
+			if _, isFile := parent.(*File); !isFile && (p < parent.Pos() || e > parent.End()) {
+				t.Fatalf("%T at [%d, %d) outside its parent %T at [%d, %d)", node, p, e, parent, parent.Pos(), parent.End())
+			}
+		}
+		stack = append(stack, node)
+		return true
+	})
 }

@@ -129,6 +129,7 @@ func TestParseGolden(t *testing.T) {
 				t.Errorf("AST mismatch\n--- got\n%s--- want\n%s", got, want)
 			}
 			if err == nil {
+				checkNodePositions(t, f, f.Source.Len())
 				roundTrip(t, f)
 			}
 		})
@@ -172,5 +173,45 @@ func TestFormatRoundTrip(t *testing.T) {
 			continue
 		}
 		roundTrip(t, f)
+	}
+}
+
+// TestPositions checks the extent of a node of every kind.
+func TestPositions(t *testing.T) {
+	text := `from invariant import Message as M
+X := [1, 2.5, "s", f"a{b}c", (x,), {k: v}, {1}, [y for y in z if w], -1 ** 2, a if b else c]
+p(m: Message) := m.role[0] == "user"
+raise PolicyViolation("x", m, k=1) if:
+    (m: Message) -> (c: ToolCall)
+    c is not tool:f({a: <EMAIL_ADDRESS>, b: *})
+    n := len(m.content)
+    not forall:
+        (o: ToolOutput)
+`
+	f, err := ParseString("", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNodePositions(t, f, f.Source.Len())
+	want := map[string]bool{
+		"from invariant import Message as M": true, "Message as M": true, "invariant": true,
+		`[1, 2.5, "s", f"a{b}c", (x,), {k: v}, {1}, [y for y in z if w], -1 ** 2, a if b else c]`: true,
+		`f"a{b}c"`: true, "(x,)": true, "{k: v}": true, "k: v": true, "{1}": true, "[y for y in z if w]": true,
+		"-1 ** 2": true, "1 ** 2": true, "a if b else c": true,
+		`p(m: Message) := m.role[0] == "user"`: true, "m: Message": true, `m.role[0] == "user"`: true, "m.role[0]": true, "m.role": true,
+		`PolicyViolation("x", m, k=1)`: true, "k=1": true,
+		"(m: Message) -> (c: ToolCall)": true, "(m: Message)": true,
+		"c is not tool:f({a: <EMAIL_ADDRESS>, b: *})": true, "tool:f({a: <EMAIL_ADDRESS>, b: *})": true,
+		"<EMAIL_ADDRESS>": true, "*": true, "n := len(m.content)": true, "len(m.content)": true,
+		"not forall:\n        (o: ToolOutput)": true, "(o: ToolOutput)": true,
+	}
+	Inspect(f, func(n Node) bool {
+		if n != nil {
+			delete(want, f.Source.Snippet(n.Pos(), n.End()))
+		}
+		return true
+	})
+	for w := range want {
+		t.Errorf("no node spans %q", w)
 	}
 }
