@@ -63,3 +63,37 @@ func BenchmarkPII(b *testing.B) {
 		b.Run(kind, func(b *testing.B) { benchText(b, kind, func(s string) { PII(s, nil) }) })
 	}
 }
+
+func BenchmarkUnicode(b *testing.B) {
+	benchText(b, "prose", func(s string) { Unicode(s, []string{"Cf", "Co", "Cn"}) })
+}
+
+func BenchmarkPromptInjection(b *testing.B) {
+	for _, kind := range []string{"prose", "code"} {
+		b.Run(kind, func(b *testing.B) { benchText(b, kind, func(s string) { PromptInjection(s) }) })
+	}
+}
+
+func BenchmarkPythonCode(b *testing.B) {
+	src := strings.Repeat("import os\nfrom a.b import c\n\ndef f(x, y=2):\n    if x:\n        return os.path.join(str(x), 'y')\n    return len([i for i in range(y)])\n\n", 2000)
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		PythonCode(src)
+	}
+}
+
+func BenchmarkHTMLCode(b *testing.B) {
+	doc := strings.Repeat(`<p>Hello <a href="https://example.com/a">a</a><img src="x.png" alt="an image"></p>`+"\n", 10000)
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		HTMLCode(doc)
+	}
+}
+
+func BenchmarkFuzzyContains(b *testing.B) {
+	text := benchCorpus(b, "prose")[:64<<10]
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		FuzzyContains(text, "harbor wall in winter", 3)
+	}
+}

@@ -28,61 +28,84 @@ type injectionRule struct {
 	kind   string
 	weight float64
 	re     *regexp.Regexp
+	// triggers: a match contains one of these (lower case), so the regex
+	// runs only on the lines that contain one.
+	triggers []string
+	// whole: the pattern can span lines, so it runs on the whole text.
+	whole bool
 }
 
 // injectionRules run on a normalised copy of the text (lower case,
 // invisible characters removed, whitespace runs collapsed).
 var injectionRules = []injectionRule{
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignore|disregard|forget|skip|bypass|override|neglect|do not follow|don't follow|stop following|pay no attention to)\b[^.\n]{0,40}?\b(?:previous|prior|above|preceding|earlier|former|initial|original|all|any|your|the)\b[^.\n]{0,30}?\b(?:instructions?|prompts?|rules|directions|guidelines|commands|directives|constraints|programming|system prompt)\b`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:forget|disregard) (?:everything|all) (?:you were|you've been|you have been|i) (?:told|said|given)`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignorier(?:e|en sie|t)?|vergiss|vergessen sie)\s+(?:alle\s+)?(?:vorherigen|bisherigen|obigen|vorigen|deine|ihre)\s+(?:anweisungen|instruktionen|befehle|regeln)`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignore[zr]?|oublie[zr]?)\s+(?:toutes\s+)?(?:les\s+|tes\s+|vos\s+)?(?:instructions|consignes|règles)(?:\s+(?:précédentes|antérieures|ci-dessus))?`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignora(?:r)?|olvida(?:r)?)\s+(?:todas\s+)?(?:las\s+|tus\s+)?instrucciones(?:\s+(?:anteriores|previas))?`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignora|dimentica)\s+(?:tutte\s+)?(?:le\s+)?istruzioni\s+(?:precedenti|sopra)`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignor[ea]|esqueça)\s+(?:todas\s+)?(?:as\s+)?instruções\s+(?:anteriores|acima)`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`\bnegeer\s+(?:alle\s+)?(?:vorige|eerdere|voorgaande)\s+instructies`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`\bzignoruj\s+(?:wszystkie\s+)?(?:poprzednie\s+)?instrukcje`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`önceki\s+(?:tüm\s+)?talimatları\s+(?:yok\s+say|görmezden\s+gel)`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`(?:игнорируй(?:те)?|забудь(?:те)?)\s+(?:все\s+)?(?:предыдущие\s+)?(?:инструкции|указания)`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`(?:忽略|无视|忽视|忘记)(?:之前|以上|上面|先前|前面)?(?:的)?(?:所有)?(?:指令|指示|说明|规则|提示)`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`(?:以前|前|上記)の(?:すべての)?(?:指示|命令|指令)を(?:無視|忘れ)`)},
-	{SignalOverride, 0.95, regexp.MustCompile(`(?:이전|위의|앞의)\s*(?:모든\s*)?(?:지시|지침|명령)(?:을|를|사항을)?\s*무시`)},
-	{SignalPersona, 0.95, regexp.MustCompile(`\byou are (?:now|going to)\b[^.\n]{0,40}?\b(?:dan|unrestricted|jailbroken|unfiltered|free of|no longer bound|without (?:any )?(?:restrictions|limits|filters|rules))`)},
-	{SignalPersona, 0.9, regexp.MustCompile(`\b(?:do anything now|developer mode (?:enabled|on|activated)|jailbreak(?:ed)? mode|you are jailbroken)\b`)},
-	{SignalPersona, 0.9, regexp.MustCompile(`\b(?:pretend|act|behave)\b[^.\n]{0,20}?\b(?:to be|as if|as though|like|as)\b[^.\n]{0,40}?\b(?:no|without|any) (?:restrictions|rules|filters|guidelines|limits)`)},
-	{SignalPersona, 0.9, regexp.MustCompile(`\b(?:act as|become|you are now) an? (?:unfiltered|unrestricted|uncensored) (?:ai|model|assistant|chatbot)`)},
-	{SignalLeak, 0.9, regexp.MustCompile(`\b(?:reveal|print|show|output|repeat|leak|display|tell me|give me)\b[^.\n]{0,30}?\b(?:your|the)\b[^.\n]{0,20}?\b(?:system prompt|initial prompt|hidden instructions|instructions above|original instructions|secret instructions)`)},
-	{SignalLeak, 0.9, regexp.MustCompile(`\brepeat the (?:instructions|text|words) above\b`)},
-	{SignalRoleMarker, 0.9, regexp.MustCompile(`<\|(?:im_start|im_end|system|assistant|user|endoftext|begin_of_text|start_header_id|end_header_id|eot_id)\|>|\[/?inst\]|<</?sys>>`)},
-	{SignalRoleMarker, 0.9, regexp.MustCompile(`\bbegin (?:system|admin|developer) (?:prompt|instructions)\b|\[system\]\(#`)},
-	{SignalRoleMarker, 0.7, regexp.MustCompile(`</?(?:system|instructions?|admin|developer)>`)},
-	{SignalRoleMarker, 0.5, regexp.MustCompile(`(?m)^\s*(?:###\s*)?(?:system|developer)\s*(?:message|prompt|override)?\s*:\s*(?:the|you|ignore|new|all|reveal)`)},
-	{SignalRoleMarker, 0.5, regexp.MustCompile(`\b(?:new|updated|revised) (?:instructions|rules|task|policy)\s*:`)},
-	{SignalHidden, 0.7, regexp.MustCompile(`<!--[^>]{0,300}?\b(?:ignore|instructions?|assistant|ai|you must|do not tell|recommend)\b[^>]{0,300}?-->`)},
-	{SignalAddressed, 0.7, regexp.MustCompile(`\b(?:ai|assistant|agent|model|chatgpt|claude|llm|chatbot)\b[^.\n]{0,25}?(?:,|:)\s*(?:please\s+|kindly\s+)?(?:ignore|forward|send|email|delete|execute|run|call|transfer|disregard|you must)\b`)},
-	{SignalAddressed, 0.7, regexp.MustCompile(`\b(?:note to|attention|if you are) (?:the |an? )?(?:ai|assistant|agent|llm|language model|ai model)\b`)},
-	{SignalAddressed, 0.5, regexp.MustCompile(`\b(?:important|attention|urgent)\b[^\n]{0,80}?\b(?:ai|assistant|agent|model)\b[^\n]{0,40}?\b(?:must|should|need to|have to)\b`)},
-	{SignalAddressed, 0.6, regexp.MustCompile(`\b(?:before|instead of|when|while) (?:answering|replying|summari[sz]ing|responding|reading)\b[^.\n]{0,60}?\b(?:send|include|call|override|ignore|email)\b`)},
-	{SignalExfiltration, 0.75, regexp.MustCompile(`\b(?:send|forward|email|post|upload|exfiltrate|transfer|leak)\b[^.\n]{0,60}?\b(?:password|credentials|api key|secret|token|private key|ssh key|inbox|conversation|chat history|emails|(?:all|every|each) (?:the )?(?:files|data|emails?|messages?|documents?))\b[^.\n]{0,60}?(?:https?://|[\w.-]+@[\w.-]+\.\w|attacker|evil)`)},
-	{SignalExfiltration, 0.9, regexp.MustCompile(`!\[[^\]]{0,100}\]\(https?://[^)\s]{1,200}\?[^)\s]{0,200}(?:\{|\$\{|%7b)`)},
-	{SignalExfiltration, 0.6, regexp.MustCompile(`!\[[^\]]{0,100}\]\(https?://[^)\s]{1,200}\?[^)\s]{0,200}(?:data|q|d|info)=`)},
-	{SignalExfiltration, 0.5, regexp.MustCompile(`\b(?:rm -rf /|curl [^\s|]+ ?\| ?(?:ba)?sh|cat ~/\.ssh/|id_rsa\b|\.ssh/id_)`)},
-	{SignalDecodeAndDo, 0.9, regexp.MustCompile(`\bdecode\b[^\n]{0,40}?\b(?:base64|rot13|hex|base32)\b[^\n]{0,60}?\b(?:follow|execute|run|obey|do what it says|comply|instructions)\b`)},
-	{SignalDecodeAndDo, 0.9, regexp.MustCompile(`\b(?:base64|rot13|hex)\b[^\n]{0,30}?\b(?:text|string|payload|message)?[^\n]{0,30}?\band (?:follow|execute|obey) (?:it|them|the instructions|what it says)`)},
+	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignore|disregard|forget|skip|bypass|override|neglect|do not follow|don't follow|stop following|pay no attention to)\b[^.\n]{0,40}?\b(?:previous|prior|above|preceding|earlier|former|initial|original|all|any|your|the)\b[^.\n]{0,30}?\b(?:instructions?|prompts?|rules|directions|guidelines|commands|directives|constraints|programming|system prompt)\b`), []string{"ignore", "disregard", "forget", "skip", "bypass", "override", "neglect", "do not follow", "don't follow", "stop following", "pay no attention"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:forget|disregard) (?:everything|all) (?:you were|you've been|you have been|i) (?:told|said|given)`), []string{"forget", "disregard"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignorier(?:e|en sie|t)?|vergiss|vergessen sie)\s+(?:alle\s+)?(?:vorherigen|bisherigen|obigen|vorigen|deine|ihre)\s+(?:anweisungen|instruktionen|befehle|regeln)`), []string{"ignorier", "vergiss", "vergessen"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignore[zr]?|oublie[zr]?)\s+(?:toutes\s+)?(?:les\s+|tes\s+|vos\s+)?(?:instructions|consignes|règles)(?:\s+(?:précédentes|antérieures|ci-dessus))?`), []string{"ignore", "oubli"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignora(?:r)?|olvida(?:r)?)\s+(?:todas\s+)?(?:las\s+|tus\s+)?instrucciones(?:\s+(?:anteriores|previas))?`), []string{"ignora", "olvida"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignora|dimentica)\s+(?:tutte\s+)?(?:le\s+)?istruzioni\s+(?:precedenti|sopra)`), []string{"ignora", "dimentica"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignor[ea]|esqueça)\s+(?:todas\s+)?(?:as\s+)?instruções\s+(?:anteriores|acima)`), []string{"ignor", "esqueça"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`\bnegeer\s+(?:alle\s+)?(?:vorige|eerdere|voorgaande)\s+instructies`), []string{"negeer"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`\bzignoruj\s+(?:wszystkie\s+)?(?:poprzednie\s+)?instrukcje`), []string{"zignoruj"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`önceki\s+(?:tüm\s+)?talimatları\s+(?:yok\s+say|görmezden\s+gel)`), []string{"talimatları"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`(?:игнорируй(?:те)?|забудь(?:те)?)\s+(?:все\s+)?(?:предыдущие\s+)?(?:инструкции|указания)`), []string{"игнорир", "забуд"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`(?:忽略|无视|忽视|忘记)(?:之前|以上|上面|先前|前面)?(?:的)?(?:所有)?(?:指令|指示|说明|规则|提示)`), []string{"忽略", "无视", "忽视", "忘记"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`(?:以前|前|上記)の(?:すべての)?(?:指示|命令|指令)を(?:無視|忘れ)`), []string{"無視", "忘れ"}, false},
+	{SignalOverride, 0.95, regexp.MustCompile(`(?:이전|위의|앞의)\s*(?:모든\s*)?(?:지시|지침|명령)(?:을|를|사항을)?\s*무시`), []string{"무시"}, false},
+	{SignalPersona, 0.95, regexp.MustCompile(`\byou are (?:now|going to)\b[^.\n]{0,40}?\b(?:dan|unrestricted|jailbroken|unfiltered|free of|no longer bound|without (?:any )?(?:restrictions|limits|filters|rules))`), []string{"you are now", "you are going to"}, false},
+	{SignalPersona, 0.9, regexp.MustCompile(`\b(?:do anything now|developer mode (?:enabled|on|activated)|jailbreak(?:ed)? mode|you are jailbroken)\b`), []string{"do anything now", "developer mode", "jailbreak", "you are jailbroken"}, false},
+	{SignalPersona, 0.9, regexp.MustCompile(`\b(?:pretend|act|behave)\b[^.\n]{0,20}?\b(?:to be|as if|as though|like|as)\b[^.\n]{0,40}?\b(?:no|without|any) (?:restrictions|rules|filters|guidelines|limits)`), []string{"pretend", "act", "behave"}, false},
+	{SignalPersona, 0.9, regexp.MustCompile(`\b(?:act as|become|you are now) an? (?:unfiltered|unrestricted|uncensored) (?:ai|model|assistant|chatbot)`), []string{"unfiltered", "unrestricted", "uncensored"}, false},
+	{SignalLeak, 0.9, regexp.MustCompile(`\b(?:reveal|print|show|output|repeat|leak|display|tell me|give me)\b[^.\n]{0,30}?\b(?:your|the)\b[^.\n]{0,20}?\b(?:system prompt|initial prompt|hidden instructions|instructions above|original instructions|secret instructions)`), []string{"system prompt", "initial prompt", "hidden instructions", "instructions above", "original instructions", "secret instructions"}, false},
+	{SignalLeak, 0.9, regexp.MustCompile(`\brepeat the (?:instructions|text|words) above\b`), []string{"repeat the"}, false},
+	{SignalRoleMarker, 0.9, regexp.MustCompile(`<\|(?:im_start|im_end|system|assistant|user|endoftext|begin_of_text|start_header_id|end_header_id|eot_id)\|>|\[/?inst\]|<</?sys>>`), []string{"<|", "[inst", "[/inst", "<<sys", "<</sys"}, false},
+	{SignalRoleMarker, 0.9, regexp.MustCompile(`\bbegin (?:system|admin|developer) (?:prompt|instructions)\b|\[system\]\(#`), []string{"begin system", "begin admin", "begin developer", "[system](#"}, false},
+	{SignalRoleMarker, 0.7, regexp.MustCompile(`</?(?:system|instructions?|admin|developer)>`), []string{"<system", "</system", "<instruction", "</instruction", "<admin", "</admin", "<developer", "</developer"}, false},
+	{SignalRoleMarker, 0.5, regexp.MustCompile(`(?m)^\s*(?:###\s*)?(?:system|developer)\s*(?:message|prompt|override)?\s*:\s*(?:the|you|ignore|new|all|reveal)`), []string{"system", "developer"}, false},
+	{SignalRoleMarker, 0.5, regexp.MustCompile(`\b(?:new|updated|revised) (?:instructions|rules|task|policy)\s*:`), []string{"new", "updated", "revised"}, false},
+	{SignalHidden, 0.7, regexp.MustCompile(`<!--[^>]{0,300}?\b(?:ignore|instructions?|assistant|ai|you must|do not tell|recommend)\b[^>]{0,300}?-->`), []string{"<!--"}, true},
+	{SignalAddressed, 0.7, regexp.MustCompile(`\b(?:ai|assistant|agent|model|chatgpt|claude|llm|chatbot)\b[^.\n]{0,25}?(?:,|:)\s*(?:please\s+|kindly\s+)?(?:ignore|forward|send|email|delete|execute|run|call|transfer|disregard|you must)\b`), []string{"ai", "assistant", "agent", "model", "chatgpt", "claude", "llm", "chatbot"}, false},
+	{SignalAddressed, 0.7, regexp.MustCompile(`\b(?:note to|attention|if you are) (?:the |an? )?(?:ai|assistant|agent|llm|language model|ai model)\b`), []string{"note to", "attention", "if you are"}, false},
+	{SignalAddressed, 0.5, regexp.MustCompile(`\b(?:important|attention|urgent)\b[^\n]{0,80}?\b(?:ai|assistant|agent|model)\b[^\n]{0,40}?\b(?:must|should|need to|have to)\b`), []string{"important", "attention", "urgent"}, false},
+	{SignalAddressed, 0.6, regexp.MustCompile(`\b(?:before|instead of|when|while) (?:answering|replying|summari[sz]ing|responding|reading)\b[^.\n]{0,60}?\b(?:send|include|call|override|ignore|email)\b`), []string{"answering", "replying", "summarizing", "summarising", "responding", "reading"}, false},
+	{SignalExfiltration, 0.75, regexp.MustCompile(`\b(?:send|forward|email|post|upload|exfiltrate|transfer|leak)\b[^.\n]{0,60}?\b(?:password|credentials|api key|secret|token|private key|ssh key|inbox|conversation|chat history|emails|(?:all|every|each) (?:the )?(?:files|data|emails?|messages?|documents?))\b[^.\n]{0,60}?(?:https?://|[\w.-]+@[\w.-]+\.\w|attacker|evil)`), []string{"send", "forward", "email", "post", "upload", "exfiltrate", "transfer", "leak"}, false},
+	{SignalExfiltration, 0.9, regexp.MustCompile(`!\[[^\]]{0,100}\]\(https?://[^)\s]{1,200}\?[^)\s]{0,200}(?:\{|\$\{|%7b)`), []string{"!["}, false},
+	{SignalExfiltration, 0.6, regexp.MustCompile(`!\[[^\]]{0,100}\]\(https?://[^)\s]{1,200}\?[^)\s]{0,200}(?:data|q|d|info)=`), []string{"!["}, false},
+	{SignalExfiltration, 0.5, regexp.MustCompile(`\b(?:rm -rf /|curl [^\s|]+ ?\| ?(?:ba)?sh|cat ~/\.ssh/|id_rsa\b|\.ssh/id_)`), []string{"rm -rf", "curl", ".ssh", "id_rsa"}, false},
+	{SignalDecodeAndDo, 0.9, regexp.MustCompile(`\bdecode\b[^\n]{0,40}?\b(?:base64|rot13|hex|base32)\b[^\n]{0,60}?\b(?:follow|execute|run|obey|do what it says|comply|instructions)\b`), []string{"decode"}, false},
+	{SignalDecodeAndDo, 0.9, regexp.MustCompile(`\b(?:base64|rot13|hex)\b[^\n]{0,30}?\b(?:text|string|payload|message)?[^\n]{0,30}?\band (?:follow|execute|obey) (?:it|them|the instructions|what it says)`), []string{"and follow", "and execute", "and obey"}, false},
 }
 
-// injectionKeywords gate the regexes: a rule set runs only when the
-// normalised text contains one of these (most benign text contains none).
-var injectionKeywords = []string{"ignor", "disregard", "forget", "skip", "bypass", "override", "neglect", "follow", "attention",
-	"you are", "pretend", "act", "behave", "anything now", "developer", "jailbr", "unfilter", "unrestrict", "uncensor",
-	"reveal", "print", "show", "output", "repeat", "leak", "display", "tell me", "give me", "<|", "[inst", "[/inst", "<<sys", "<</sys",
-	"begin", "[system]", "<system", "</system", "<instruction", "</instruction", "<admin", "</admin", "<developer", "</developer",
-	"system", "new ", "updated", "revised", "<!--", "ai", "assistant", "agent", "model", "chatgpt", "claude", "llm", "chatbot",
-	"important", "urgent", "before", "instead", "send", "forward", "email", "post", "upload", "exfil", "transfer", "![", "rm -rf",
-	"curl", "ssh", "decode", "base64", "rot13", "hex", "vergiss", "oubli", "olvid", "dimentica", "esqueça", "negeer", "zignoruj",
-	"talimat", "игнорир", "забуд", "忽略", "无视", "忽视", "忘记", "無視", "忘れ", "무시"}
+// wholeWordTriggers must end at a word boundary to count (they are short
+// or common words that the rules use as whole words).
+var wholeWordTriggers = map[string]bool{"ai": true, "act": true, "post": true, "leak": true, "model": true, "agent": true,
+	"send": true, "email": true, "forward": true, "transfer": true, "upload": true, "system": true, "developer": true,
+	"new": true, "updated": true, "revised": true, "skip": true, "important": true, "attention": true, "urgent": true,
+	"reading": true, "decode": true, "behave": true, "pretend": true, "chatbot": true, "llm": true, "claude": true,
+	"chatgpt": true, "assistant": true, "bypass": true, "neglect": true, "override": true}
 
-var injectionKW = newKeywordSet(injectionKeywords)
+func isASCIILetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// injectionKW finds every rule's triggers in one pass; injectionKWRules
+// maps a trigger to the rules it gates.
+var injectionKW, injectionKWRules = func() (*keywordSet, [][]int) {
+	var words []string
+	var rules [][]int
+	index := map[string]int{}
+	for ri, r := range injectionRules {
+		for _, w := range r.triggers {
+			wi, ok := index[w]
+			if !ok {
+				wi = len(words)
+				index[w] = wi
+				words = append(words, w)
+				rules = append(rules, nil)
+			}
+			rules[wi] = append(rules[wi], ri)
+		}
+	}
+	return newKeywordSet(words), rules
+}()
 
 // PromptInjectionScore is the result of the offline heuristic.
 type PromptInjectionScore struct {
@@ -167,12 +190,14 @@ func promptInjection(text string, depth int) PromptInjectionScore {
 		signal(SignalBidi, 0.5, 0, n)
 	}
 	ns := string(norm)
-	if len(injectionKW.scan(ns, nil)) > 0 {
-		for _, r := range injectionRules {
-			if loc := r.re.FindStringIndex(ns); loc != nil {
+	exact := len(ns) == len(text) && ns == strings.ToLower(text)
+	for ri, loc := range findInjectionRules(ns) {
+		r := injectionRules[ri]
+		{
+			if loc != nil {
 				// Offsets refer to the normalised text; they are exact when
 				// normalisation removed nothing, else the signal spans the text.
-				if len(ns) == len(text) && ns == strings.ToLower(text) {
+				if exact {
 					offs := []int{loc[0], loc[1]}
 					runeOffsets(text, offs)
 					signal(r.kind, r.weight, offs[0], offs[1])
@@ -211,13 +236,39 @@ type b64Payload struct {
 	decoded    string
 }
 
-var base64RE = regexp.MustCompile(`[A-Za-z0-9+/_-]{24,}={0,2}`)
+func isBase64Byte(c byte) bool {
+	return isASCIILetter(c) || isDigit(c) || c == '+' || c == '/' || c == '_' || c == '-'
+}
+
+// base64Runs returns the runs of at least 24 base64 characters (either
+// alphabet) with their padding.
+func base64Runs(text string) [][2]int {
+	var out [][2]int
+	for i := 0; i < len(text); {
+		if !isBase64Byte(text[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(text) && isBase64Byte(text[j]) {
+			j++
+		}
+		if j-i >= 24 {
+			for k := 0; k < 2 && j < len(text) && text[j] == '='; k++ {
+				j++
+			}
+			out = append(out, [2]int{i, j})
+		}
+		i = j
+	}
+	return out
+}
 
 // base64Payloads returns the base64 runs of text that decode to mostly
 // printable text (binary payloads such as images are skipped).
 func base64Payloads(text string) []b64Payload {
 	var out []b64Payload
-	for _, loc := range base64RE.FindAllStringIndex(text, 20) {
+	for _, loc := range base64Runs(text) {
 		s := text[loc[0]:loc[1]]
 		var dec []byte
 		var err error
@@ -237,6 +288,60 @@ func base64Payloads(text string) []b64Payload {
 		}
 		if printable*10 >= utf8.RuneCount(dec)*9 {
 			out = append(out, b64Payload{loc[0], loc[1], string(dec)})
+		}
+	}
+	return out
+}
+
+// findInjectionRules returns, for each rule, its first match in the
+// normalised text ns (nil when none), running each regex only on the
+// lines that contain one of its triggers.
+func findInjectionRules(ns string) [][]int {
+	out := make([][]int, len(injectionRules))
+	hits := injectionKW.scan(ns, nil)
+	if len(hits) == 0 {
+		return out
+	}
+	lastLine := make([]int, len(injectionRules))
+	for i := range lastLine {
+		lastLine[i] = -1
+	}
+	for _, h := range hits {
+		w := injectionKW.words[h.Word]
+		start := h.End - len(w)
+		// Letter triggers start a word (every rule has \b before them).
+		if isASCIILetter(w[0]) && start > 0 && (isASCIILetter(ns[start-1]) || isDigit(ns[start-1])) {
+			continue
+		}
+		if wholeWordTriggers[w] && h.End < len(ns) && (isASCIILetter(ns[h.End]) || isDigit(ns[h.End])) {
+			continue
+		}
+		for _, ri := range injectionKWRules[h.Word] {
+			r := injectionRules[ri]
+			if out[ri] != nil {
+				continue
+			}
+			if r.whole {
+				if lastLine[ri] < 0 {
+					lastLine[ri] = 0
+					out[ri] = r.re.FindStringIndex(ns)
+				}
+				continue
+			}
+			ls := strings.LastIndexByte(ns[:start], '\n') + 1
+			if ls == lastLine[ri] {
+				continue
+			}
+			lastLine[ri] = ls
+			le := strings.IndexByte(ns[start:], '\n')
+			if le < 0 {
+				le = len(ns)
+			} else {
+				le += start
+			}
+			if loc := r.re.FindStringIndex(ns[ls:le]); loc != nil {
+				out[ri] = []int{ls + loc[0], ls + loc[1]}
+			}
 		}
 	}
 	return out

@@ -285,7 +285,7 @@ func backslashed(s string, i int) bool {
 
 var pyOperators = []string{"**=", "//=", ">>=", "<<=", "...", "->", ":=", "**", "//", ">>", "<<", "<=", ">=", "==", "!=",
 	"+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@=", "+", "-", "*", "/", "%", "@", "&", "|", "^", "~", "<", ">",
-	"(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "=", "!"}
+	"(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "="}
 
 func pyOperator(s string) string {
 	for _, op := range pyOperators {
@@ -478,4 +478,29 @@ func pyCheckBlocks(toks []pyToken) error {
 		}
 	}
 	return nil
+}
+
+// IPythonPreprocess blanks the IPython-only lines of a cell so that the
+// rest parses as Python: magics (`%time`, `%%bash` and the cell below it),
+// shell escapes (`!ls`) and help queries (`obj?`). Line numbers are kept.
+// It covers what cells commonly contain, not IPython's whole grammar
+// (e.g. `x = !ls` assignments are blanked, not translated).
+func IPythonPreprocess(src string) string {
+	lines := strings.Split(src, "\n")
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, "%%") && i == 0:
+			// A cell magic makes the whole cell non-Python.
+			for j := range lines {
+				lines[j] = ""
+			}
+			return strings.Join(lines, "\n")
+		case strings.HasPrefix(t, "%") || strings.HasPrefix(t, "!") ||
+			strings.HasSuffix(t, "?") && !strings.HasPrefix(t, "#") ||
+			strings.Contains(t, "= !") || strings.Contains(t, "= %"):
+			lines[i] = ""
+		}
+	}
+	return strings.Join(lines, "\n")
 }

@@ -53,6 +53,20 @@ func TestPythonCode(t *testing.T) {
 	}
 }
 
+func TestIPythonPreprocess(t *testing.T) {
+	cell := "%matplotlib inline\nimport os\n!pip install x\nfiles = !ls\nos.getcwd?\nprint(os.getcwd())\n"
+	r := PythonCode(IPythonPreprocess(cell))
+	if r.SyntaxError || !reflect.DeepEqual(r.Imports, []string{"os"}) || !reflect.DeepEqual(r.FunctionCalls, []string{"print", "os.getcwd"}) {
+		t.Errorf("ipython cell: %+v", r)
+	}
+	if !PythonCode(cell).SyntaxError {
+		t.Error("the raw cell must not parse as Python")
+	}
+	if got := IPythonPreprocess("%%bash\necho hi\n"); strings.TrimSpace(got) != "" {
+		t.Errorf("cell magic: %q", got)
+	}
+}
+
 func FuzzPython(f *testing.F) {
 	f.Add("import os\nfrom a.b import c\nprint(len(x))\n")
 	f.Add("def f(a, b=1):\n\tif a:\n\t\treturn '''x\n'''\n")

@@ -195,10 +195,14 @@ func fnPythonCode(c *builtin.Call) (builtin.Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	ipython := builtin.Truthy(arg(c, 1, false))
 	var all PythonCodeResult
 	seen := map[string]bool{}
 	for _, s := range texts {
 		src := builtin.Str(s)
+		if ipython {
+			src = IPythonPreprocess(src)
+		}
 		var r PythonCodeResult
 		if len(src) >= cacheMinBytes {
 			v, _ := ResultCache.Do("python_code", "", src, func() (any, error) { return PythonCode(src), nil })

@@ -213,3 +213,45 @@ func TestHTMLCodeToolCall(t *testing.T) {
 		t.Errorf("html_code(tool call) = alt %v links %v", alts, links)
 	}
 }
+
+func TestRegisteredPythonIPythonMode(t *testing.T) {
+	v, _, _, err := call(t, "python_code", []builtin.Value{"!ls\nimport os\n"}, map[string]builtin.Value{"ipython_mode": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := v.(*builtin.Record)
+	se, _ := r.Get("syntax_error")
+	imports, _ := r.Get("imports")
+	if se != false || fmt.Sprint(imports) != "[os]" {
+		t.Errorf("ipython_mode: %+v", r)
+	}
+	v, _, _, _ = call(t, "python_code", []builtin.Value{"!ls\nimport os\n"}, nil)
+	if se, _ := v.(*builtin.Record).Get("syntax_error"); se != true {
+		t.Errorf("without ipython_mode the shell escape is a syntax error")
+	}
+	if exc, _ := v.(*builtin.Record).Get("syntax_error_exception"); !strings.Contains(fmt.Sprint(exc), "line 1") {
+		t.Errorf("syntax_error_exception = %v", exc)
+	}
+}
+
+// A repeated call on the same long text (as a Monitor makes when it
+// re-checks a growing trace) is answered from the cache, marks included.
+func TestRegisteredResultCache(t *testing.T) {
+	text := strings.Repeat("contact a@b.io ", 40)
+	h0, _ := ResultCache.Stats()
+	var first []mark
+	for i := 0; i < 3; i++ {
+		_, marks, _, err := call(t, "pii", []builtin.Value{located(text)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = marks
+		} else if !reflect.DeepEqual(marks, first) {
+			t.Fatalf("call %d marks differ from the first", i)
+		}
+	}
+	if h1, _ := ResultCache.Stats(); h1-h0 != 2 || len(first) != 40 {
+		t.Errorf("cache hits %d, marks %d; want 2 hits and 40 marks", h1-h0, len(first))
+	}
+}
