@@ -12,9 +12,9 @@ import (
 // detector reports for it: a secret type (GITHUB_TOKEN), a PII entity
 // (EMAIL_ADDRESS), a Unicode category (Cf), a moderation category.
 type Match struct {
-	Type  string
-	Start int
-	End   int
+	Type  string // what was found
+	Start int    // first code point
+	End   int    // code point after the last
 	// Score is the detector's confidence in [0, 1]; 1 for rule-based
 	// findings that passed validation.
 	Score float64

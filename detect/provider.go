@@ -38,11 +38,11 @@ type Embedder interface {
 
 // Completion is one question to an LLM.
 type Completion struct {
-	System      string
-	Prompt      string
-	Model       string // "" = provider default
-	Temperature float64
-	MaxTokens   int // 0 = provider default
+	System      string  // system prompt; "" sends none
+	Prompt      string  // the user message
+	Model       string  // "" = provider default
+	Temperature float64 // sampling temperature
+	MaxTokens   int     // 0 = provider default
 }
 
 // Completer answers prompts (llm, llm_confirm, the semantic fallback of
@@ -71,11 +71,11 @@ type InjectionClassifier interface {
 // is a capability without provider: loading a policy that needs it fails
 // with the error of policy-language §13.4.
 type Providers struct {
-	Moderator Moderator
-	Embedder  Embedder
-	LLM       Completer
-	Entities  EntityRecognizer
-	Injection InjectionClassifier
+	Moderator Moderator           // moderated, <MODERATED>
+	Embedder  Embedder            // is_similar, embedding_similarity
+	LLM       Completer           // llm, llm_confirm, fuzzy_contains' semantic fallback
+	Entities  EntityRecognizer    // pii's PERSON and LOCATION
+	Injection InjectionClassifier // prompt_injection with model=...
 }
 
 var active atomic.Pointer[Providers]

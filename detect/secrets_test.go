@@ -106,8 +106,8 @@ func TestSecretsWindowsMatchWholeText(t *testing.T) {
 
 func TestSecretRulesLoad(t *testing.T) {
 	s := DefaultSecrets()
-	if n := len(s.rules); n < 200 {
-		t.Errorf("%d rules loaded, want the ~220 of gitleaks", n)
+	if n := len(s.rules); n != 6+217 || len(s.Skipped) != 5 {
+		t.Errorf("%d rules loaded, %d skipped; want 6 reference patterns + 217 gitleaks rules, 5 skipped", n, len(s.Skipped))
 	}
 	for _, sk := range s.Skipped {
 		if !strings.Contains(sk, "file paths") && !strings.Contains(sk, "no regex") {
