@@ -155,7 +155,7 @@ func (c *checker) define(id *syntax.Ident, g *global) {
 func (c *checker) module(d *syntax.DottedName) (string, bool) {
 	path := d.String()
 	if !c.u.Module(path) {
-		c.errorf(d.Pos(), "module %s is not available%s", path, didYouMean(path, c.u.Modules()))
+		c.errorf(d.Pos(), "module %s is not available%s", path, c.didYouMean(path, func() []string { return c.u.Modules() }))
 		return path, false
 	}
 	return path, true
@@ -192,7 +192,7 @@ func (c *checker) fromImport(s *syntax.FromImportStmt) {
 	for _, a := range s.Names {
 		sym, ok := c.u.Member(path, a.Name.Name)
 		if !ok {
-			c.errorf(a.Name.Pos(), "module %s has no member %s%s", path, a.Name.Name, didYouMean(a.Name.Name, c.u.Members(path)))
+			c.errorf(a.Name.Pos(), "module %s has no member %s%s", path, a.Name.Name, c.didYouMean(a.Name.Name, func() []string { return c.u.Members(path) }))
 			continue
 		}
 		name := a.Name
@@ -249,7 +249,7 @@ func (c *checker) constant(k *Constant) vtype {
 
 func (c *checker) typeName(id *syntax.Ident) string {
 	if !isTypeName(id.Name) {
-		c.errorf(id.Pos(), "unknown type %s%s", id.Name, didYouMean(id.Name, TypeNames))
+		c.errorf(id.Pos(), "unknown type %s%s", id.Name, c.didYouMean(id.Name, func() []string { return TypeNames }))
 		return ""
 	}
 	return id.Name
@@ -637,7 +637,7 @@ func (c *checker) countBounds(qt *Quantifier, call *syntax.CallExpr) {
 			}
 			qt.Max = k.Value
 		default:
-			c.errorf(k.Name.Pos(), "count has no parameter %s%s", k.Name.Name, didYouMean(k.Name.Name, []string{"min", "max"}))
+			c.errorf(k.Name.Pos(), "count has no parameter %s%s", k.Name.Name, c.didYouMean(k.Name.Name, func() []string { return []string{"min", "max"} }))
 		}
 	}
 	for _, b := range []syntax.Expr{qt.Min, qt.Max} {

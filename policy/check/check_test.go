@@ -337,3 +337,26 @@ func TestConformancePolicies(t *testing.T) {
 		t.Errorf("%d conformance policies, want 97", n)
 	}
 }
+
+func TestSuggest(t *testing.T) {
+	cands := []string{"Message", "ToolCall", "secrets", "len", "role", "content", "EMAIL_ADDRESS"}
+	for _, tt := range []struct{ name, want string }{
+		{"Mesage", "Message"},
+		{"message", "Message"},
+		{"toolcall", "ToolCall"},
+		{"secret", "secrets"},
+		{"lenn", "len"},
+		{"rol", "role"},
+		{"EMAILADDRESS", "EMAIL_ADDRESS"},
+		{"xyz", ""},
+		{"Message", ""},
+		{"", ""},
+	} {
+		if got := suggest(tt.name, cands); got != tt.want {
+			t.Errorf("suggest(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	if d := editDistance("kitten", "sitting"); d != 3 {
+		t.Errorf("editDistance = %d", d)
+	}
+}

@@ -70,7 +70,7 @@ func (c *checker) resolve(id *syntax.Ident) *Ref {
 		}
 		return &Ref{Kind: RefBuiltin, Symbol: sym}
 	}
-	c.errorf(id.Pos(), "failed to resolve identifier %s%s", id.Name, didYouMean(id.Name, c.candidates()))
+	c.errorf(id.Pos(), "failed to resolve identifier %s%s", id.Name, c.didYouMean(id.Name, func() []string { return c.candidates() }))
 	return nil
 }
 
@@ -199,6 +199,7 @@ func (c *checker) expr(x syntax.Expr) vtype {
 	case *syntax.DictLit:
 		d := &Dict{}
 		all := true
+		index := map[string]int{}
 		for _, e := range x.Entries {
 			key := dictKey(e.Key)
 			if key == nil {
@@ -206,13 +207,14 @@ func (c *checker) expr(x syntax.Expr) vtype {
 				all = false
 			}
 			t := c.expr(e.Value)
-			if !t.known || key == nil {
+			if !t.known || key == nil || !all {
 				all = false
 				continue
 			}
-			if i := indexOf(d.Keys, *key); i >= 0 {
+			if i, ok := index[*key]; ok {
 				d.Values[i] = t.val
 			} else {
+				index[*key] = len(d.Keys)
 				d.Keys = append(d.Keys, *key)
 				d.Values = append(d.Values, t.val)
 			}
@@ -380,7 +382,7 @@ func (c *checker) selector(x *syntax.SelectorExpr) vtype {
 				return a.typ
 			}
 		}
-		c.warnf(x.Sel.Pos(), "%s has no attribute %s%s (available: %s)", t.event, name, didYouMean(name, attrNames(attrs)), strings.Join(attrNames(attrs), ", "))
+		c.warnf(x.Sel.Pos(), "%s has no attribute %s%s (available: %s)", t.event, name, c.didYouMean(name, func() []string { return attrNames(attrs) }), strings.Join(attrNames(attrs), ", "))
 	case tStr:
 		if t.known {
 			s := t.val.(string)
@@ -395,7 +397,7 @@ func (c *checker) selector(x *syntax.SelectorExpr) vtype {
 			return vtype{kind: tFunc}
 		}
 		if t.known {
-			c.warnf(x.Sel.Pos(), "unavailable attribute %s for str values%s (methods: %s)", name, didYouMean(name, strMethods), strings.Join(strMethods, ", "))
+			c.warnf(x.Sel.Pos(), "unavailable attribute %s for str values%s (methods: %s)", name, c.didYouMean(name, func() []string { return strMethods }), strings.Join(strMethods, ", "))
 		}
 	case tDict:
 		if t.known {
@@ -409,7 +411,7 @@ func (c *checker) selector(x *syntax.SelectorExpr) vtype {
 		}
 		if t.known {
 			d := t.val.(*Dict)
-			c.warnf(x.Sel.Pos(), "missing key %s%s", name, didYouMean(name, append(append([]string{}, d.Keys...), dictMethods...)))
+			c.warnf(x.Sel.Pos(), "missing key %s%s", name, c.didYouMean(name, func() []string { return append(append([]string{}, d.Keys...), dictMethods...) }))
 		}
 	case tNone, tInt, tFloat, tBool, tList, tTuple, tFunc, tPattern, tType, tQuant:
 		c.warnf(x.Sel.Pos(), "%s values have no attribute %s", t.name(), name)
@@ -421,7 +423,7 @@ func (c *checker) selector(x *syntax.SelectorExpr) vtype {
 func (c *checker) member(x *syntax.SelectorExpr, mod *Symbol) vtype {
 	sym, ok := c.u.Member(mod.Module, x.Sel.Name)
 	if !ok {
-		c.errorf(x.Sel.Pos(), "module %s has no member %s%s", mod.Module, x.Sel.Name, didYouMean(x.Sel.Name, c.u.Members(mod.Module)))
+		c.errorf(x.Sel.Pos(), "module %s has no member %s%s", mod.Module, x.Sel.Name, c.didYouMean(x.Sel.Name, func() []string { return c.u.Members(mod.Module) }))
 		return unknown
 	}
 	kind := RefBuiltin
@@ -499,7 +501,7 @@ func (c *checker) predicateCall(x *syntax.CallExpr, p *Predicate, args []vtype) 
 		i := indexOf(names, k.Name.Name)
 		switch {
 		case i < 0:
-			c.errorf(k.Name.Pos(), "predicate %s has no parameter %s%s", p.Name, k.Name.Name, didYouMean(k.Name.Name, names))
+			c.errorf(k.Name.Pos(), "predicate %s has no parameter %s%s", p.Name, k.Name.Name, c.didYouMean(k.Name.Name, func() []string { return names }))
 			return
 		case given[i]:
 			c.errorf(k.Name.Pos(), "predicate %s got multiple values for %s", p.Name, k.Name.Name)
@@ -576,7 +578,7 @@ func (c *checker) builtinCall(x *syntax.CallExpr, sym *Symbol, args, kwargs []vt
 		j := indexOf(names, k.Name.Name)
 		switch {
 		case j < 0 && !sym.AnyKwargs:
-			c.errorf(k.Name.Pos(), "%s has no parameter %s%s", name, k.Name.Name, didYouMean(k.Name.Name, names))
+			c.errorf(k.Name.Pos(), "%s has no parameter %s%s", name, k.Name.Name, c.didYouMean(k.Name.Name, func() []string { return names }))
 		case j >= 0 && given[j]:
 			c.errorf(k.Name.Pos(), "%s got multiple values for %s", name, k.Name.Name)
 		case j >= 0:
@@ -724,7 +726,7 @@ func (c *checker) patternArg(x syntax.Expr) {
 	case *syntax.ValueRef:
 		capName, ok := valueRefs[x.Name]
 		if !ok {
-			c.errorf(x.Pos(), "unsupported value type %s%s", x.Name, didYouMean(x.Name, valueRefNames))
+			c.errorf(x.Pos(), "unsupported value type %s%s", x.Name, c.didYouMean(x.Name, func() []string { return valueRefNames }))
 		} else if capName != "" {
 			det := "pii"
 			if capName == CapModerated {

@@ -705,16 +705,19 @@ func (p *parser) closeBracket(t Token) Pos {
 
 // parseArgs parses a call's argument list after "(" up to and including ")".
 func (p *parser) parseArgs() (args []Expr, kwargs []*KeywordArg, rparen Pos) {
+	var seen map[string]bool
 	for p.tok.tok != RPAREN && p.tok.tok != EOF && p.tok.tok != NEWLINE {
 		if p.tok.tok == IDENT && p.peek(1).tok == ASSIGN {
 			k := &KeywordArg{Name: p.parseIdent()}
 			p.next()
 			k.Value = p.parseExpr()
-			for _, o := range kwargs {
-				if o.Name.Name == k.Name.Name {
-					p.error(k.Name.Pos(), fmt.Sprintf("keyword argument %s repeated", k.Name.Name))
-				}
+			if seen == nil {
+				seen = map[string]bool{}
 			}
+			if seen[k.Name.Name] {
+				p.error(k.Name.Pos(), fmt.Sprintf("keyword argument %s repeated", k.Name.Name))
+			}
+			seen[k.Name.Name] = true
 			kwargs = append(kwargs, k)
 		} else {
 			pos := p.tok.pos
