@@ -211,7 +211,33 @@ func fnTuple(c *Call) (Value, error) {
 	return Tuple(append([]Value(nil), els...)), nil
 }
 
-var reCache sync.Map // pattern -> *regexp2.Regexp or error
+// regexCache is a bounded cache of compiled expressions: patterns can come
+// from trace data (match(input.x, ...), json values), so it starts afresh
+// when full rather than growing without bound.
+type regexCache struct {
+	mu sync.Mutex
+	m  map[any]any
+}
+
+const regexCacheMax = 4096
+
+func (c *regexCache) Load(k any) (any, bool) {
+	c.mu.Lock()
+	v, ok := c.m[k]
+	c.mu.Unlock()
+	return v, ok
+}
+
+func (c *regexCache) Store(k, v any) {
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= regexCacheMax {
+		c.m = make(map[any]any)
+	}
+	c.m[k] = v
+	c.mu.Unlock()
+}
+
+var reCache regexCache // pattern -> *regexp2.Regexp or error
 
 // Regexp compiles a Python-syntax regular expression (spec §13.1) for the
 // backtracking engine, with a cache. Errors are regex_error.
@@ -269,18 +295,35 @@ func translatePython(p string) string {
 	return b.String()
 }
 
-// RegexpWithTimeout returns a compiled regex copy with the env's timeout.
+type timedKey struct {
+	pattern string
+	timeout time.Duration
+}
+
+var timedCache regexCache // timedKey -> *regexp2.Regexp
+
+// regexp returns the compiled pattern with the env's match timeout. Each
+// (pattern, timeout) pair is compiled once and shared, so that regexp2's
+// runner pool is reused across matches.
 func (e *Env) regexp(pattern string) (*regexp2.Regexp, error) {
-	re, err := Regexp(pattern)
-	if err != nil {
+	t := e.RegexTimeout
+	if t <= 0 {
+		t = time.Second
+	}
+	k := timedKey{pattern, t}
+	if v, ok := timedCache.Load(k); ok {
+		return v.(*regexp2.Regexp), nil
+	}
+	if _, err := Regexp(pattern); err != nil {
 		return nil, err
 	}
-	cp := *re
-	cp.MatchTimeout = e.RegexTimeout
-	if cp.MatchTimeout <= 0 {
-		cp.MatchTimeout = time.Second
+	re, err := regexp2.Compile(translatePython(pattern), regexp2.Unicode)
+	if err != nil {
+		return nil, Errorf(RegexError, "invalid regular expression %q: %v", pattern, err)
 	}
-	return &cp, nil
+	re.MatchTimeout = t
+	timedCache.Store(k, re)
+	return re, nil
 }
 
 func regexErr(pattern string, err error) error {

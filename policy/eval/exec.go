@@ -120,7 +120,8 @@ type Mode struct {
 // with fixed parameters. It must not be shared between traces, parameter
 // sets or programs, nor used concurrently.
 type Memo struct {
-	tabs map[*line][]memoEntry
+	tabs  map[*line][]memoEntry
+	marks []mark
 }
 
 // NewMemo returns an empty memo.
@@ -454,8 +455,8 @@ func (an *analysis) exec(f *frame, b *body, i int, x *execCtx) bool {
 // memoEntry is the outcome of a line that depends on one event variable
 // only, for one event: evaluated once per analysis.
 type memoEntry struct {
-	state uint8 // 0 not evaluated, 1 True, 2 not True or failed
-	marks []mark
+	state        uint8 // 0 not evaluated, 1 True, 2 not True or failed
+	mstart, mend int32 // its marks: Memo.marks[mstart:mend]
 }
 
 // memoCond evaluates a single-variable line through the per-analysis memo
@@ -474,11 +475,14 @@ func (an *analysis) memoCond(f *frame, b *body, i int, x *execCtx, st *step) boo
 		return an.exec(f, b, i+1, x)
 	}
 	tab := an.memo.tabs[st.line]
-	if len(tab) < len(an.model.Seq) {
-		if cap(tab) >= len(an.model.Seq) {
-			tab = tab[:len(an.model.Seq)]
-		} else {
-			tab = append(tab, make([]memoEntry, len(an.model.Seq)-len(tab), 2*len(an.model.Seq)-len(tab))...)
+	if n := len(an.model.Seq); len(tab) < n {
+		switch {
+		case cap(tab) >= n:
+			tab = tab[:n]
+		case tab == nil:
+			tab = make([]memoEntry, n)
+		default:
+			tab = append(tab, make([]memoEntry, n-len(tab))...)
 		}
 		an.memo.tabs[st.line] = tab
 	}
@@ -491,10 +495,12 @@ func (an *analysis) memoCond(f *frame, b *body, i int, x *execCtx, st *step) boo
 			me.state = 1
 		}
 		if len(f.marks) > n {
-			me.marks = append([]mark(nil), f.marks[n:]...)
+			me.mstart = int32(len(an.memo.marks))
+			an.memo.marks = append(an.memo.marks, f.marks[n:]...)
+			me.mend = int32(len(an.memo.marks))
 		}
-	} else {
-		f.marks = append(f.marks, me.marks...)
+	} else if me.mend > me.mstart {
+		f.marks = append(f.marks, an.memo.marks[me.mstart:me.mend]...)
 	}
 	if me.state != 1 {
 		return x.onFalse()
