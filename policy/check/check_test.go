@@ -360,3 +360,48 @@ func TestSuggest(t *testing.T) {
 		t.Errorf("editDistance = %d", d)
 	}
 }
+
+func TestTable(t *testing.T) {
+	u := testUniverse()
+	if s, ok := u.Member("invariant", "detectors"); !ok || s.Kind != SymModule || s.Module != "invariant.detectors" {
+		t.Errorf("Member(invariant, detectors) = %+v, %v", s, ok)
+	}
+	if s, ok := u.Member("invariant.detectors", "secrets"); !ok || s.Kind != SymFunc || s.Name != "secrets" {
+		t.Errorf("Member(invariant.detectors, secrets) = %+v, %v", s, ok)
+	}
+	if _, ok := u.Member("invariant", "nope"); ok {
+		t.Error("Member(invariant, nope) found")
+	}
+	members := strings.Join(u.Members("invariant.detectors"), " ")
+	for _, want := range []string{"secrets", "pii", "code", "fuzzy_matching"} {
+		if !strings.Contains(members, want) {
+			t.Errorf("Members(invariant.detectors) = %s, missing %s", members, want)
+		}
+	}
+	if strings.Contains(members, "invariant") {
+		t.Errorf("Members lists full paths: %s", members)
+	}
+	if cfg, ok := u.Capability(CapModerated); ok || cfg != "detectors.base_url" {
+		t.Errorf("Capability(moderated) = %q, %v", cfg, ok)
+	}
+	if _, ok := u.Capability("other"); !ok {
+		t.Error("unknown capabilities are available")
+	}
+	if (&Table{}).CheckRegex("(") != nil {
+		t.Error("a Table without Regex checks nothing")
+	}
+}
+
+// TestCheckPartialTree checks a tree with syntax errors: the loader reports
+// its own errors too and does not panic on Bad nodes.
+func TestCheckPartialTree(t *testing.T) {
+	_, errs, _ := load("raise \"x\" if:\n    (m: Message)\n    m.role == \n    undefined_name\n", testUniverse())
+	var msgs []string
+	for _, e := range errs {
+		msgs = append(msgs, e.Short())
+	}
+	got := strings.Join(msgs, "\n")
+	if !strings.Contains(got, "expected expression") || !strings.Contains(got, "failed to resolve identifier undefined_name") {
+		t.Errorf("errors:\n%s", got)
+	}
+}

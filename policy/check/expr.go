@@ -608,6 +608,9 @@ func (c *checker) builtinCall(x *syntax.CallExpr, sym *Symbol, args, kwargs []vt
 	}
 	if sym.Regex && len(x.Args) > 0 {
 		c.regexLiteral(x.Args[0])
+		if s, ok := args[0].val.(string); ok && args[0].known {
+			c.checkRegex(x.Args[0].Pos(), s)
+		}
 	}
 	switch sym.Result {
 	case "bool":
@@ -671,6 +674,17 @@ func (c *checker) regexLiteral(x syntax.Expr) {
 	}
 }
 
+// checkRegex warns about an invalid regular expression known at load time.
+func (c *checker) checkRegex(pos syntax.Pos, pattern string) {
+	rc, ok := c.u.(RegexChecker)
+	if !ok {
+		return
+	}
+	if err := rc.CheckRegex(pattern); err != nil {
+		c.warnf(pos, "invalid regular expression: %v", err)
+	}
+}
+
 // Value references of semantic patterns (§9) and the capability each needs.
 var valueRefs = map[string]string{
 	"EMAIL_ADDRESS": "",
@@ -714,6 +728,7 @@ func (c *checker) patternArg(x syntax.Expr) {
 		switch x.Kind {
 		case syntax.LitString:
 			c.regexLiteral(x)
+			c.checkRegex(x.Pos(), x.Value)
 		case syntax.LitInt, syntax.LitFloat:
 		default:
 			c.errorf(x.Pos(), "unsupported tool pattern: %s is not a pattern", x.Raw)

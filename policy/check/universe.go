@@ -87,6 +87,15 @@ type Universe interface {
 	Capability(name string) (config string, ok bool)
 }
 
+// RegexChecker is an optional interface of a Universe. When the Universe
+// implements it, strings known at load time that are used as regular
+// expressions (the first argument of a Symbol.Regex function, pattern
+// strings of tool patterns) are compiled, and an invalid one is a warning:
+// it stays a runtime regex_error (spec §9: the loader SHOULD warn earlier).
+type RegexChecker interface {
+	CheckRegex(pattern string) error
+}
+
 // Table is a Universe backed by maps. The zero value knows nothing.
 type Table struct {
 	// Builtins maps names visible without import to their symbols.
@@ -98,6 +107,16 @@ type Table struct {
 	// Missing maps an unavailable conditional capability to the setting
 	// that provides it; capabilities not listed are available.
 	Missing map[string]string
+	// Regex, when not nil, makes the Table a RegexChecker.
+	Regex func(pattern string) error
+}
+
+// CheckRegex implements RegexChecker when t.Regex is set.
+func (t *Table) CheckRegex(pattern string) error {
+	if t.Regex == nil {
+		return nil
+	}
+	return t.Regex(pattern)
 }
 
 // Builtin implements Universe.

@@ -1,5 +1,7 @@
 package check
 
+import "github.com/dlclark/regexp2"
+
 // testUniverse is the standard library of spec §13 as a Table, for the
 // tests of this package. The engine builds the real one from its builtin
 // table; this one only has to agree on names, signatures and providers.
@@ -112,6 +114,10 @@ func testUniverse() *Table {
 			"invariant.parsers.html":                  {"html_code": htmlCode, "links": links},
 			"invariant.parsers.ocr":                   {"ocr": ocr},
 			"invariant.access_control":                {"should_allow_rbac": rbac},
+		},
+		Regex: func(p string) error {
+			_, err := regexp2.Compile(p, regexp2.Unicode)
+			return err
 		},
 		Missing: map[string]string{
 			CapPIIPerson:      "detectors.base_url",
