@@ -115,3 +115,31 @@ func TestDeepNesting(t *testing.T) {
 		}
 	}
 }
+
+func TestParseExpr(t *testing.T) {
+	for _, tt := range []struct{ in, want, err string }{
+		{"1 + 2 *\n 3", "(+ 1 (* 2 3))", ""},
+		{"a b", "a", "expected end of expression, found identifier b"},
+		{"", "(bad)", "expected expression, found end of file"},
+	} {
+		x, err := ParseExpr(NewSource("", tt.in))
+		if got := ExprString(x); got != tt.want {
+			t.Errorf("ParseExpr(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+		if (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("ParseExpr(%q) error = %v, want %q", tt.in, err, tt.err)
+		}
+	}
+}
+
+func TestInvalidUTF8(t *testing.T) {
+	src := NewSource("", "X := \"a\xffb\"\nY := \xfe\n")
+	f, err := Parse(src)
+	if err == nil || !strings.Contains(err.Error(), "2:6: invalid character") {
+		t.Fatalf("err = %v", err)
+	}
+	c := f.Stmts[0].(*ConstDecl)
+	if v := c.Value.(*BasicLit).Value; v != "a\uFFFDb" {
+		t.Errorf("value = %q, want a, U+FFFD, b", v)
+	}
+}
