@@ -114,7 +114,10 @@ func Load(src string, opts Options) (*Policy, error) {
 
 type loadError struct{ err error }
 
-func (e *loadError) Error() string   { return e.err.Error() }
+// Error returns the load errors, each with its position and source line.
+func (e *loadError) Error() string { return e.err.Error() }
+
+// Unwrap returns ErrLoad and the ErrorList.
 func (e *loadError) Unwrap() []error { return []error{ErrLoad, e.err} }
 
 // Source returns the policy source.

@@ -468,3 +468,32 @@ raise "x" if:
 		}
 	}
 }
+
+// TestConcurrentAnalyze runs one policy on several goroutines (run with
+// -race): a Policy is safe for concurrent use.
+func TestConcurrentAnalyze(t *testing.T) {
+	p := mustLoad(t, benchPolicy, policy.Options{})
+	tr := mustTrace(t, func() string { b, _ := json.Marshal(genTrace(200)); return string(b) }())
+	want, err := p.Analyze(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON, _ := json.Marshal(want)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			res, err := p.Analyze(context.Background(), tr, nil)
+			if err == nil {
+				if got, _ := json.Marshal(res); string(got) != string(wantJSON) {
+					err = fmt.Errorf("concurrent result differs")
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -31,6 +31,7 @@ type RuntimeError struct {
 	Err  error // underlying cause, may be nil
 }
 
+// Error returns the message.
 func (e *RuntimeError) Error() string { return e.Msg }
 
 // Unwrap returns the cause.

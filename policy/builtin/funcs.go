@@ -221,6 +221,7 @@ type regexCache struct {
 
 const regexCacheMax = 4096
 
+// Load returns the cached value for k.
 func (c *regexCache) Load(k any) (any, bool) {
 	c.mu.Lock()
 	v, ok := c.m[k]
@@ -228,6 +229,7 @@ func (c *regexCache) Load(k any) (any, bool) {
 	return v, ok
 }
 
+// Store caches v for k, starting afresh when the cache is full.
 func (c *regexCache) Store(k, v any) {
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= regexCacheMax {

@@ -95,6 +95,7 @@ type AnalysisError struct {
 	Msg  string
 }
 
+// Error returns "code: message".
 func (e *AnalysisError) Error() string { return e.Code.Error() + ": " + e.Msg }
 
 // Unwrap returns the code sentinel.
@@ -229,7 +230,11 @@ func (p *Program) Run(ctx context.Context, model *Model, params *builtin.Dict, o
 			if an.cur != nil {
 				rule = an.cur.index
 			}
-			res, err = nil, fmt.Errorf("policy: internal error in rule %d: %v", rule, r)
+			where := ""
+			if an.cur != nil {
+				where = " at " + an.prog.src.Position(an.cur.pos).String()
+			}
+			res, err = nil, fmt.Errorf("policy: internal error in rule %d%s: %v", rule, where, r)
 		}
 	}()
 	if err := ctx.Err(); err != nil {
