@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // PII entity types (Presidio's names) that the offline recognisers report.
@@ -160,6 +162,17 @@ func isLocalByte(c byte) bool {
 	return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || strings.IndexByte("._%+-'", c) >= 0
 }
 
+// isLocalRune: characters of an address's local part. Internationalised
+// addresses (RFC 6531) may use letters; only Latin, Greek and Cyrillic
+// ones are taken, so that an address written right after CJK text does
+// not swallow it.
+func isLocalRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return isLocalByte(byte(r))
+	}
+	return r < 0x530 && unicode.IsLetter(r)
+}
+
 func isDomainByte(c byte) bool {
 	return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.' || c == '-'
 }
@@ -167,8 +180,12 @@ func isDomainByte(c byte) bool {
 // scanEmail validates the address around the '@' at at.
 func scanEmail(text string, at int) (int, int, bool) {
 	s := at
-	for s > 0 && at-s < 64 && isLocalByte(text[s-1]) {
-		s--
+	for s > 0 && at-s < 64 {
+		r, n := utf8.DecodeLastRuneInString(text[:s])
+		if !isLocalRune(r) {
+			break
+		}
+		s -= n
 	}
 	for s < at && (text[s] == '.' || text[s] == '\'') {
 		s++

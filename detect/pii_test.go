@@ -47,6 +47,8 @@ func TestPII(t *testing.T) {
 		{"btc bad checksum", "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN3 bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdr", nil},
 		{"email wins over url", "x@www.example.com", []string{"EMAIL_ADDRESS:x@www.example.com"}},
 		{"code offsets", "é📧 a@b.io", []string{"EMAIL_ADDRESS:a@b.io"}},
+		{"internationalised local part", "mail jörg@example.de", []string{"EMAIL_ADDRESS:jörg@example.de"}},
+		{"CJK text is not part of the address", "メールはabc@example.jpまで", []string{"EMAIL_ADDRESS:abc@example.jp"}},
 		{"plain prose", "The meeting is at three; bring 2 copies of the report and 15 pens.", nil},
 	}
 	for _, tt := range tests {

@@ -83,7 +83,10 @@ var active atomic.Pointer[Providers]
 // SetProviders installs the providers the registered detectors use (nil
 // removes them all). Policies check availability when they load, so call
 // it before loading policies.
-func SetProviders(p *Providers) { active.Store(p) }
+func SetProviders(p *Providers) {
+	active.Store(p)
+	publishCapabilities(CurrentProviders())
+}
 
 // CurrentProviders returns the installed providers (never nil; fields may
 // be nil).

@@ -21,8 +21,11 @@ func init() {
 	builtin.Register(builtin.Builtin{Name: "copyright", Impl: fnCopyright})
 	builtin.Register(builtin.Builtin{Name: "python_code", Impl: fnPythonCode})
 	builtin.Register(builtin.Builtin{Name: "html_code", Impl: fnHTMLCode})
-	builtin.Register(builtin.Builtin{Name: "pii", Marks: true, Impl: fnPII})
-	builtin.Register(builtin.Builtin{Name: "prompt_injection", Impl: fnPromptInjection})
+	// pii and prompt_injection may ask a model: the engine caches their
+	// results for a policy's lifetime (§13.5). fuzzy_contains is not
+	// cached there, because its fallback warning belongs to each analysis.
+	builtin.Register(builtin.Builtin{Name: "pii", Marks: true, Cache: true, Impl: fnPII})
+	builtin.Register(builtin.Builtin{Name: "prompt_injection", Cache: true, Impl: fnPromptInjection})
 	builtin.Register(builtin.Builtin{Name: "fuzzy_contains", Marks: true, Impl: fnFuzzyContains})
 	builtin.Register(builtin.Builtin{Name: "moderated", Marks: true, Impl: fnModerated,
 		Available: func() bool { return CurrentProviders().Moderator != nil }})
@@ -34,6 +37,17 @@ func init() {
 		Available: func() bool { return CurrentProviders().LLM != nil }})
 	builtin.Register(builtin.Builtin{Name: "llm_confirm", Impl: fnLLMConfirm,
 		Available: func() bool { return CurrentProviders().LLM != nil }})
+	publishCapabilities(CurrentProviders())
+}
+
+// publishCapabilities tells the loader which conditional capabilities
+// (§13.4: <PERSON>, <LOCATION>, <MODERATED>, prompt_injection with a
+// model) have a provider.
+func publishCapabilities(p *Providers) {
+	builtin.SetCapability(builtin.CapPIIPerson, p.Entities != nil)
+	builtin.SetCapability(builtin.CapPIILocation, p.Entities != nil)
+	builtin.SetCapability(builtin.CapModerated, p.Moderator != nil)
+	builtin.SetCapability(builtin.CapInjectionModel, p.Injection != nil)
 }
 
 // Results of the offline detectors are cached across calls (and so

@@ -255,3 +255,20 @@ func TestRegisteredResultCache(t *testing.T) {
 		t.Errorf("cache hits %d, marks %d; want 2 hits and 40 marks", h1-h0, len(first))
 	}
 }
+
+func TestCapabilitiesFollowProviders(t *testing.T) {
+	SetProviders(nil)
+	for _, c := range []string{builtin.CapPIIPerson, builtin.CapPIILocation, builtin.CapModerated, builtin.CapInjectionModel} {
+		if cfg, ok := builtin.Capability(c); ok || cfg != ConfigKey {
+			t.Errorf("%s without provider: available=%v config=%q", c, ok, cfg)
+		}
+	}
+	p, _ := newMock(t, &mockModel{})
+	SetProviders(p.Providers())
+	defer SetProviders(nil)
+	for _, c := range []string{builtin.CapPIIPerson, builtin.CapPIILocation, builtin.CapModerated, builtin.CapInjectionModel} {
+		if _, ok := builtin.Capability(c); !ok {
+			t.Errorf("%s with provider: unavailable", c)
+		}
+	}
+}
