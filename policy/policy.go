@@ -220,12 +220,13 @@ type Monitor struct {
 	model  *eval.Model
 	memo   *eval.Memo
 	seen   map[string]bool
+	failed map[Failure]bool
 }
 
 // NewMonitor returns a monitor for p with the given parameters. It fails
 // with an *AnalysisError if a parameter the policy uses is missing.
 func (p *Policy) NewMonitor(ps map[string]any) (*Monitor, error) {
-	m := &Monitor{p: p, params: params(ps), model: eval.NewModel(nil), memo: eval.NewMemo(), seen: map[string]bool{}}
+	m := &Monitor{p: p, params: params(ps), model: eval.NewModel(nil), memo: eval.NewMemo(), seen: map[string]bool{}, failed: map[Failure]bool{}}
 	if _, err := p.prog.Run(context.Background(), eval.NewModel(nil), m.params, p.evalOptions(), eval.Mode{PendingFrom: 0}); err != nil {
 		return nil, err
 	}
@@ -235,7 +236,7 @@ func (p *Policy) NewMonitor(ps map[string]any) (*Monitor, error) {
 // Append adds events to the monitored trace and returns the violations
 // they cause that no earlier call returned (by key). Work is proportional
 // to the new events for rules whose events are all bound by free variables.
-// Failures are those found while checking the new events.
+// Failures are reported once per monitor, like violations.
 func (m *Monitor) Append(ctx context.Context, events ...*trace.Event) (*Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -271,12 +272,20 @@ func (m *Monitor) Check(ctx context.Context, past, pending *trace.Trace) (*Resul
 func (m *Monitor) dedup(res *Result) *Result {
 	out := res.Errors[:0]
 	for _, v := range res.Errors {
-		if !m.seen[v.Key] {
+		if !m.seen[v.Key] { // keys start with the rule index
 			m.seen[v.Key] = true
 			out = append(out, v)
 		}
 	}
 	res.Errors = out
+	fs := res.Failures[:0]
+	for _, f := range res.Failures {
+		if !m.failed[f] {
+			m.failed[f] = true
+			fs = append(fs, f)
+		}
+	}
+	res.Failures = fs
 	return res
 }
 

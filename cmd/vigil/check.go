@@ -121,6 +121,9 @@ Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
 		fmt.Fprintln(stderr, err)
 		return exitCode(2, "")
 	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w.Error())
+	}
 	if cfg.datasetFile != "" {
 		return checkDataset(ctx, p, cfg, stdin, stdout, stderr)
 	}
