@@ -23,7 +23,7 @@ func Check(file *syntax.File, u Universe) (*Program, error) {
 		inputs:  map[string]bool{},
 		prog: &Program{
 			File:    file,
-			Refs:    map[*syntax.Ident]*Ref{},
+			Refs:    make(map[*syntax.Ident]*Ref, 64),
 			Members: map[*syntax.SelectorExpr]*Ref{},
 		},
 		cur:      -1,
@@ -82,6 +82,7 @@ type checker struct {
 	inConst  bool
 	cost     *Cost
 	varTypes map[*Var]vtype
+	symRefs  map[*Symbol]*Ref
 }
 
 func (c *checker) errorf(pos syntax.Pos, format string, args ...any) {

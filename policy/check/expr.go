@@ -46,17 +46,24 @@ func (c *checker) ident(id *syntax.Ident) *Ref {
 
 func (c *checker) resolve(id *syntax.Ident) *Ref {
 	if v, sc := c.lookup(id.Name); v != nil {
-		switch v.Kind {
-		case CompVar:
-			return &Ref{Kind: RefCompVar, Var: v}
-		case ParamVar:
-			return &Ref{Kind: RefParam, Var: v}
+		if v.ref == nil {
+			kind := RefVar
+			switch v.Kind {
+			case CompVar:
+				kind = RefCompVar
+			case ParamVar:
+				kind = RefParam
+			}
+			v.ref = &Ref{Kind: kind, Var: v}
+		}
+		if v.Kind == CompVar || v.Kind == ParamVar {
+			return v.ref
 		}
 		if (v.Kind == AssignedVar || v.Kind == DerivedVar) && sc.body != nil && v.Line >= sc.cur {
 			c.errorf(id.Pos(), "%s used before assignment (it is assigned at %s)", id.Name, c.src.Position(v.Decl.Pos()))
 		}
 		c.useVar(v)
-		return &Ref{Kind: RefVar, Var: v}
+		return v.ref
 	}
 	if g, ok := c.globals[id.Name]; ok {
 		if g.node >= 0 && c.cur >= 0 {
@@ -65,13 +72,27 @@ func (c *checker) resolve(id *syntax.Ident) *Ref {
 		return g.ref
 	}
 	if sym, ok := c.u.Builtin(id.Name); ok {
-		if sym.Kind == SymModule {
-			return &Ref{Kind: RefModule, Symbol: sym}
-		}
-		return &Ref{Kind: RefBuiltin, Symbol: sym}
+		return c.symbolRef(sym)
 	}
 	c.errorf(id.Pos(), "failed to resolve identifier %s%s", id.Name, c.didYouMean(id.Name, func() []string { return c.candidates() }))
 	return nil
+}
+
+// symbolRef returns the Ref shared by every use of a built-in symbol.
+func (c *checker) symbolRef(sym *Symbol) *Ref {
+	if ref, ok := c.symRefs[sym]; ok {
+		return ref
+	}
+	kind := RefBuiltin
+	if sym.Kind == SymModule {
+		kind = RefModule
+	}
+	ref := &Ref{Kind: kind, Symbol: sym}
+	if c.symRefs == nil {
+		c.symRefs = map[*Symbol]*Ref{}
+	}
+	c.symRefs[sym] = ref
+	return ref
 }
 
 func isInput(ref *Ref) bool {
@@ -426,11 +447,7 @@ func (c *checker) member(x *syntax.SelectorExpr, mod *Symbol) vtype {
 		c.errorf(x.Sel.Pos(), "module %s has no member %s%s", mod.Module, x.Sel.Name, c.didYouMean(x.Sel.Name, func() []string { return c.u.Members(mod.Module) }))
 		return unknown
 	}
-	kind := RefBuiltin
-	if sym.Kind == SymModule {
-		kind = RefModule
-	}
-	ref := &Ref{Kind: kind, Symbol: sym}
+	ref := c.symbolRef(sym)
 	c.prog.Members[x] = ref
 	return c.refType(ref)
 }

@@ -84,6 +84,8 @@ type Var struct {
 	Body  *Body         // owning body; nil for parameters and comprehension variables
 	Line  int           // index in Body.Lines of the declaring line; -1 if none
 	Index int           // position in Body.Vars (declaration order) or in the parameter list
+
+	ref *Ref // the Ref every use shares
 }
 
 // Body is a checked body: of a rule, a predicate or a quantifier.
