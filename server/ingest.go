@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vigilhq/vigil/ledger"
@@ -263,9 +265,17 @@ func actionType(ev map[string]any) string {
 // sealFunc returns the store callback that makes one server-signed
 // receipt per event (spec/ledger.md §7.4): agent and action from the
 // primary node, input {event, index, nodeIds, runId}, signed with the
-// server key. datasetName feeds the run's default agent id.
-func (s *Server) sealFunc(datasetName string) store.SealFunc {
+// server key. datasetName feeds the run's default agent id. pre holds
+// receipts computed ahead of the transaction for new traces (nil: none);
+// they are used only when the session is still empty, so the chain is
+// the same as if they had been made inside the transaction.
+func (s *Server) sealFunc(datasetName string, pre map[string][]store.Receipt) store.SealFunc {
 	return func(ctx context.Context, req store.SealRequest) ([]store.Receipt, error) {
+		if req.Trace != nil && req.Session.Tail.Count == 0 && req.FirstIndex == 0 {
+			if rs, ok := pre[req.Trace.ID]; ok && len(rs) == len(req.Events) && (len(rs) == 0 || rs[0].SessionID == req.Session.ID) {
+				return rs, nil
+			}
+		}
 		var md map[string]any
 		if req.Trace != nil && len(req.Trace.Metadata) > 0 {
 			if v, err := ledger.Parse(req.Trace.Metadata); err == nil {
@@ -276,39 +286,83 @@ func (s *Server) sealFunc(datasetName string) store.SealFunc {
 		if runID == "" && req.Trace != nil {
 			runID = req.Trace.ID
 		}
-		agent := runAgent(md, datasetName)
 		tail := ledger.Tail{Hash: req.Session.Tail.LastHash, Timestamp: float64(req.Session.Tail.LastTimestamp)}
-		out := make([]store.Receipt, len(req.Events))
-		for i, m := range req.Events {
-			v, err := ledger.Parse(m.Data)
-			if err != nil {
-				return nil, fmt.Errorf("seal event %d of run %s: %w", req.FirstIndex+i, runID, err)
-			}
-			ev, _ := v.(map[string]any)
-			a := agent
-			if s, ok := ev["agent"].(string); ok && s != "" {
-				a = s
-			}
-			nodeIDs := make([]any, len(m.NodeIDs))
-			for k, id := range m.NodeIDs {
-				nodeIDs[k] = id
-			}
-			r, err := ledger.Append(tail, ledger.Action{
-				SessionID: req.Session.ID,
-				Agent:     a,
-				Action:    actionType(ev),
-				Input: map[string]any{
-					"event": v, "index": float64(req.FirstIndex + i), "nodeIds": nodeIDs, "runId": runID,
-				},
-			}, s.key)
-			if err != nil {
-				return nil, fmt.Errorf("seal event %d of run %s: %w", req.FirstIndex+i, runID, err)
-			}
-			tail = r.Tail()
-			out[i] = store.Receipt{SessionID: req.Session.ID, ID: r.ID, Hash: r.Hash, Timestamp: r.Millis(), Text: string(r.Raw)}
-		}
-		return out, nil
+		return s.makeReceipts(req.Session.ID, runID, runAgent(md, datasetName), tail, req.FirstIndex, req.Events)
 	}
+}
+
+// makeReceipts chains one receipt per event after tail.
+func (s *Server) makeReceipts(sessionID, runID, agent string, tail ledger.Tail, firstIndex int, events []store.Message) ([]store.Receipt, error) {
+	out := make([]store.Receipt, len(events))
+	for i, m := range events {
+		v, err := ledger.Parse(m.Data)
+		if err != nil {
+			return nil, fmt.Errorf("seal event %d of run %s: %w", firstIndex+i, runID, err)
+		}
+		ev, _ := v.(map[string]any)
+		a := agent
+		if s, ok := ev["agent"].(string); ok && s != "" {
+			a = s
+		}
+		nodeIDs := make([]any, len(m.NodeIDs))
+		for k, id := range m.NodeIDs {
+			nodeIDs[k] = id
+		}
+		r, err := ledger.Append(tail, ledger.Action{
+			SessionID: sessionID,
+			Agent:     a,
+			Action:    actionType(ev),
+			Input: map[string]any{
+				"event": v, "index": float64(firstIndex + i), "nodeIds": nodeIDs, "runId": runID,
+			},
+		}, s.key)
+		if err != nil {
+			return nil, fmt.Errorf("seal event %d of run %s: %w", firstIndex+i, runID, err)
+		}
+		tail = r.Tail()
+		out[i] = store.Receipt{SessionID: sessionID, ID: r.ID, Hash: r.Hash, Timestamp: r.Millis(), Text: string(r.Raw)}
+	}
+	return out, nil
+}
+
+// presign computes the receipts of new traces (fresh sessions whose id is
+// the trace id) on all cores before the write transaction, so signing does
+// not hold the single writer. Traces whose id the store may replace still
+// work: sealFunc then recomputes.
+func (s *Server) presign(traces []store.NewTrace, datasetName string) (map[string][]store.Receipt, error) {
+	out := make(map[string][]store.Receipt, len(traces))
+	var mu sync.Mutex
+	var firstErr error
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Go(func() {
+			for i := range jobs {
+				nt := &traces[i]
+				var md map[string]any
+				if len(nt.Metadata) > 0 {
+					if v, err := ledger.Parse(nt.Metadata); err == nil {
+						md, _ = v.(map[string]any)
+					}
+				}
+				rs, err := s.makeReceipts(nt.ID, nt.ID, runAgent(md, datasetName), ledger.Tail{}, 0, nt.Messages)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				out[nt.ID] = rs
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range traces {
+		if traces[i].ID != "" && (traces[i].Session == nil || traces[i].Session.ID == "") {
+			jobs <- i
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	return out, firstErr
 }
 
 // closeFunc returns the store callback that closes a session with a

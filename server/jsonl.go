@@ -107,6 +107,10 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request, p *princip
 		return err
 	}
 	now := s.now()
+	pre, err := s.presign(up.traces, name)
+	if err != nil {
+		return err
+	}
 	req := store.PushRequest{
 		OwnerID:            p.User.ID,
 		DatasetName:        name,
@@ -117,7 +121,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request, p *princip
 		ReplaceTakenIDs:    true,
 		Traces:             up.traces,
 		Tools:              toolList(up.tools),
-		Seal:               s.sealFunc(name),
+		Seal:               s.sealFunc(name, pre),
 		Close:              s.closeFunc(),
 	}
 	res, err := s.st.PushTraces(r.Context(), req)
@@ -333,6 +337,9 @@ func (s *Server) parseUpload(src io.Reader, p *principal, name string) (*parsedU
 		nt.Messages = pe.messages
 		nt.Status = store.RunCompleted
 		nt.Session = s.newSession(p.User.ID, &nt, name)
+		if nt.ID == "" {
+			nt.ID = store.NewID()
+		}
 		mergeTools(up.tools, pe.tools)
 		up.events += len(pe.messages)
 		up.traces = append(up.traces, nt)
@@ -379,7 +386,7 @@ func exportLine(t *store.Trace, opt exportOptions) []byte {
 		b.Write(renderEvent(m.Data, int(^uint(0)>>1), opt.messageIDs))
 	}
 	b.WriteString(`],"metadata":`)
-	b.Write(objectOrEmpty(t.Metadata))
+	writeCompact(&b, objectOrEmpty(t.Metadata))
 	b.WriteString(`,"annotations":[`)
 	for i, a := range t.Annotations {
 		if i > 0 {
@@ -399,12 +406,19 @@ func exportLine(t *store.Trace, opt exportOptions) []byte {
 		writeJSONString(&b, addr)
 		if len(a.ExtraMetadata) > 0 && string(a.ExtraMetadata) != "null" {
 			b.WriteString(`,"extra_metadata":`)
-			b.Write(a.ExtraMetadata)
+			writeCompact(&b, a.ExtraMetadata)
 		}
 		b.WriteByte('}')
 	}
 	b.WriteString("]}\n")
 	return b.Bytes()
+}
+
+// writeCompact writes JSON text without insignificant whitespace.
+func writeCompact(b *bytes.Buffer, raw []byte) {
+	if err := json.Compact(b, raw); err != nil {
+		b.Write(raw)
+	}
 }
 
 func writeJSONString(b *bytes.Buffer, s string) {
@@ -433,7 +447,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, p *princip
 	bw.WriteString("}\n")
 	rc := http.NewResponseController(w)
 	n := 0
-	for t, err := range s.st.IterTraces(r.Context(), d.ID, store.IterOptions{PageSize: 100, OnlyAnnotated: onlyAnnotated}) {
+	for t, err := range s.st.IterTraces(r.Context(), d.ID, store.IterOptions{PageSize: exportPageSize, OnlyAnnotated: onlyAnnotated}) {
 		if err != nil {
 			// The status line is out; the client sees a truncated body.
 			_ = bw.Flush()
@@ -451,3 +465,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, p *princip
 	}
 	return bw.Flush()
 }
+
+// exportPageSize is how many traces an export reads per query: small, so
+// the memory an export holds stays low even with large traces.
+const exportPageSize = 25

@@ -49,6 +49,10 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		nt.Session = s.newSession(p.User.ID, &nt, req.dataset)
 		traces[i] = nt
 	}
+	pre, err := s.presign(traces, req.dataset)
+	if err != nil {
+		return err
+	}
 	sreq := store.PushRequest{
 		OwnerID:            p.User.ID,
 		DatasetName:        req.dataset,
@@ -56,7 +60,7 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		NewDatasetMetadata: createdOnMetadata(now),
 		Traces:             traces,
 		Tools:              toolList(tools),
-		Seal:               s.sealFunc(req.dataset),
+		Seal:               s.sealFunc(req.dataset, pre),
 	}
 	res, err := s.st.PushTraces(r.Context(), sreq)
 	if err != nil {
@@ -271,7 +275,7 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request, p *princip
 		}
 	}
 	res, err := s.st.AppendEvents(r.Context(), store.AppendRequest{
-		TraceID: id, Messages: msgs, Annotations: anns, Tools: toolList(pe.tools), Time: now, Seal: s.sealFunc(dsName),
+		TraceID: id, Messages: msgs, Annotations: anns, Tools: toolList(pe.tools), Time: now, Seal: s.sealFunc(dsName, nil),
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vigilhq/vigil/client"
+)
+
+// pushBatch returns a push request of n traces × m events, shaped like an
+// agent run (user, assistant with a tool call, tool output, ...).
+func pushBatch(dataset string, n, m int) client.PushRequest {
+	req := client.PushRequest{Dataset: dataset}
+	for i := 0; i < n; i++ {
+		tr := make([]any, 0, m)
+		for k := 0; len(tr) < m; k++ {
+			switch k % 3 {
+			case 0:
+				tr = append(tr, map[string]any{"role": "user", "content": fmt.Sprintf("step %d: please look up order %d and summarise it", k, i)})
+			case 1:
+				tr = append(tr, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
+					"id": fmt.Sprintf("call_%d", k), "type": "function",
+					"function": map[string]any{"name": "lookup_order", "arguments": fmt.Sprintf(`{"order_id": "A-%d", "verbose": true}`, i)}}}})
+			case 2:
+				tr = append(tr, map[string]any{"role": "tool", "tool_call_id": fmt.Sprintf("call_%d", k-1), "content": strings.Repeat("order details ", 8)})
+			}
+		}
+		req.Messages = append(req.Messages, tr)
+	}
+	return req
+}
+
+// benchmarkPush measures ingest through the push API: batches of 100
+// traces × 20 events, the body encoded once, sent by `clients` concurrent
+// HTTP clients; reports events/s.
+func benchmarkPush(b *testing.B, ts *testServer, clients int) {
+	body, err := json.Marshal(pushBatch("bench", 100, 20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	send := func() {
+		req, _ := http.NewRequest("POST", ts.URL+"/api/v1/push/trace", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Errorf("push: %d", resp.StatusCode)
+		}
+	}
+	send() // warm up: creates the dataset
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				send()
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N*100*20)/b.Elapsed().Seconds(), "events/s")
+}
+
+func BenchmarkPushSQLite(b *testing.B) {
+	for _, c := range []int{1, 4} {
+		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
+			benchmarkPush(b, newTestServer(b, openSQLite(b)), c)
+		})
+	}
+}
+
+func BenchmarkPushPostgres(b *testing.B) {
+	if openPostgresTest == nil || os.Getenv("VIGIL_TEST_POSTGRES") == "" {
+		b.Skip("store/postgres not available or VIGIL_TEST_POSTGRES unset")
+	}
+	for _, c := range []int{1, 4} {
+		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
+			benchmarkPush(b, newTestServer(b, openPostgresTest(b)), c)
+		})
+	}
+}
