@@ -371,16 +371,13 @@ func (l *lexer) lexString(start int, prefix string) {
 
 // decodeString returns the value of a STRING token (spec §2.5), reporting
 // malformed escapes.
-func decodeString(src *Source, t token, errs *errorSink) string {
+func decodeString(src *Source, t token, base int, errs *errorSink) string {
 	r := src.Runes()
 	body, end := int(t.body), int(t.bodyE)
 	if !t.triple && simpleBody(r[body:end]) {
 		return src.Snippet(t.body, t.bodyE)
 	}
-	var drop []bool
-	if t.triple {
-		drop = dedentMask(r[body:end])
-	}
+	drop := stringMask(r[body:end], base, t.triple)
 	var b strings.Builder
 	for j := body; j < end; {
 		if drop != nil && drop[j-body] {
@@ -502,6 +499,51 @@ func hexVal(c rune) int {
 		return int(c-'A') + 10
 	}
 	return -1
+}
+
+// stringMask returns the code points of a string body to drop before
+// decoding (nil for none): on each line after the first, the whole-file
+// dedent of spec §2.1 (up to base spaces and tabs), then for a
+// triple-quoted string the textwrap.dedent of D13 over what remains.
+func stringMask(r []rune, base int, triple bool) []bool {
+	var drop []bool
+	if base > 0 {
+		for i := 0; i < len(r); i++ {
+			if r[i] != '\n' && r[i] != '\r' {
+				continue
+			}
+			if r[i] == '\r' && i+1 < len(r) && r[i+1] == '\n' {
+				i++
+			}
+			for k := i + 1; k < len(r) && k <= i+base && (r[k] == ' ' || r[k] == '\t'); k++ {
+				if drop == nil {
+					drop = make([]bool, len(r))
+				}
+				drop[k] = true
+			}
+		}
+	}
+	if !triple {
+		return drop
+	}
+	if drop == nil {
+		return dedentMask(r)
+	}
+	// Dedent what the file dedent left, then map back.
+	kept := make([]rune, 0, len(r))
+	index := make([]int, 0, len(r))
+	for i, c := range r {
+		if !drop[i] {
+			kept = append(kept, c)
+			index = append(index, i)
+		}
+	}
+	for j, d := range dedentMask(kept) {
+		if d {
+			drop[index[j]] = true
+		}
+	}
+	return drop
 }
 
 // dedentMask implements textwrap.dedent over the raw text of a

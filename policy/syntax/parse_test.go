@@ -215,3 +215,39 @@ raise PolicyViolation("x", m, k=1) if:
 		t.Errorf("no node spans %q", w)
 	}
 }
+
+// TestWholeFileDedent checks spec §2.1: indenting every line of a policy
+// (as in a host-language string) changes nothing, strings included.
+func TestWholeFileDedent(t *testing.T) {
+	policies := seedPolicies(t)
+	policies = append(policies,
+		"X := \"\"\"abc\ndef\n  ghi\"\"\"\n",
+		"X := \"\"\"\n    a\n      b\n    \"\"\"\n",
+		"X := \"ab\\\ncd\"\n",
+		"X := f\"\"\"{a}\nb {c}\n\"\"\"\n",
+		"X := r'''x\n\ty'''\n",
+	)
+	for _, text := range policies {
+		want, err := ParseString("", text)
+		if err != nil || strings.HasPrefix(text, "\uFEFF") {
+			continue
+		}
+		for _, indent := range []string{"    ", "\t", "  \t "} {
+			var b strings.Builder
+			for _, line := range strings.SplitAfter(text, "\n") {
+				if strings.TrimSpace(line) != "" {
+					b.WriteString(indent)
+				}
+				b.WriteString(line)
+			}
+			got, err := ParseString("", b.String())
+			if err != nil {
+				t.Errorf("indented by %q: %v\n%s", indent, err, b.String())
+				continue
+			}
+			if Dump(got) != Dump(want) {
+				t.Errorf("indented by %q: tree differs\n--- got\n%s--- want\n%s", indent, Dump(got), Dump(want))
+			}
+		}
+	}
+}

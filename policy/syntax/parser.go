@@ -16,7 +16,7 @@ const maxDepth = 200
 func Parse(src *Source) (*File, error) {
 	errs := &errorSink{src: src}
 	lx := newLexer(src, 0, src.Len(), false, errs)
-	p := &parser{src: src, errs: errs, toks: lx.run()}
+	p := &parser{src: src, errs: errs, toks: lx.run(), base: lx.base}
 	p.tok = p.toks[0]
 	f := &File{Source: src}
 	for p.tok.tok != EOF {
@@ -62,6 +62,7 @@ type parser struct {
 	tok   token
 	rules int // rules seen so far
 	depth int
+	base  int // whole-file dedent, applied to lines inside strings
 }
 
 func (p *parser) next() {
@@ -764,7 +765,7 @@ func (p *parser) parseAtom() Expr {
 	case STRING:
 		p.next()
 		p.noAdjacent()
-		return &BasicLit{Kind: LitString, ValuePos: t.pos, EndPos: t.end, Raw: p.lit(t), Value: decodeString(p.src, t, p.errs), RawStr: t.raw, Triple: t.triple}
+		return &BasicLit{Kind: LitString, ValuePos: t.pos, EndPos: t.end, Raw: p.lit(t), Value: decodeString(p.src, t, p.base, p.errs), RawStr: t.raw, Triple: t.triple}
 	case FSTRING:
 		p.next()
 		f := p.parseFString(t)
@@ -1007,10 +1008,7 @@ func (p *parser) parseFString(t token) Expr {
 	f := &FString{ValuePos: t.pos, EndPos: t.end, Raw: p.lit(t), RawStr: t.raw, Triple: t.triple}
 	r := p.src.Runes()
 	body, end := int(t.body), int(t.bodyE)
-	var drop []bool
-	if t.triple {
-		drop = dedentMask(r[body:end])
-	}
+	drop := stringMask(r[body:end], p.base, t.triple)
 	q := r[t.body-1]
 	var lit strings.Builder
 	flush := func() {
@@ -1108,7 +1106,7 @@ func (p *parser) fstringExprEnd(r []rune, j, end int, q rune) (int, bool) {
 // parseSubExpr parses the expression in r[start:end] of the same source.
 func (p *parser) parseSubExpr(start, end int) Expr {
 	lx := newLexer(p.src, start, end, true, p.errs)
-	sp := &parser{src: p.src, errs: p.errs, toks: lx.run(), depth: p.depth}
+	sp := &parser{src: p.src, errs: p.errs, toks: lx.run(), depth: p.depth, base: p.base}
 	sp.tok = sp.toks[0]
 	x := sp.parseExpr()
 	if sp.tok.tok != EOF {
