@@ -2,6 +2,8 @@ package ledger
 
 // run.go: runs and nodes (§7.1, §7.2). nodes.go maps events onto them.
 
+import "errors"
+
 // Run status values (§7.1).
 const (
 	RunOpen      = "open"
@@ -11,11 +13,7 @@ const (
 
 // ErrRunFinished is returned for appending to a finished run (HTTP 409
 // RUN_FINISHED, §7.1).
-var ErrRunFinished = errorString("RUN_FINISHED")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
+var ErrRunFinished = errors.New("RUN_FINISHED")
 
 // Eval marks a run as an eval case (§8.3); copied from trace metadata "eval".
 type Eval struct {

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -38,7 +39,7 @@ type Session struct {
 	Agent           string        `json:"agent"`
 	Signer          string        `json:"signer"`          // SignerServer or SignerAgent
 	SignerPublicKey *string       `json:"signerPublicKey"` // 64 hex
-	StatusValue     string        `json:"status"`          // set by Status(); kept for JSON
+	StatusValue     string        `json:"status"`          // derived: see Status; MarshalJSON sets it
 	CreatedAt       int64         `json:"createdAt"`
 	ClosedAt        *int64        `json:"closedAt"`
 	TamperedAt      *int64        `json:"tamperedAt"`
@@ -65,6 +66,14 @@ func (s *Session) Status() string {
 		s.StatusValue = StatusOpen
 	}
 	return s.StatusValue
+}
+
+// MarshalJSON writes the §6.1 object with the status derived (see Status).
+func (s Session) MarshalJSON() ([]byte, error) {
+	type plain Session // without this method
+	c := plain(s)
+	(*Session)(&c).Status()
+	return json.Marshal(&c)
 }
 
 // Tail returns the session's chain tail.

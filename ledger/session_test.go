@@ -247,3 +247,21 @@ func TestKeyRing(t *testing.T) {
 		t.Fatalf("bad ring file: %v", err)
 	}
 }
+
+func TestSessionJSON(t *testing.T) {
+	closedAt := int64(9)
+	s := &Session{ID: "s", Signer: SignerServer, ClosedAt: &closedAt, StatusValue: "stale"}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"s","runId":null,"name":"","agent":"","signer":"server","signerPublicKey":null,"status":"closed","createdAt":0,"closedAt":9,"tamperedAt":null,"tamperReason":null,"receiptCount":0,"rootHash":null,"closeHash":null,"closeSignature":null}`
+	if string(b) != want {
+		t.Fatalf("got  %s\nwant %s", b, want)
+	}
+	// A Session value inside another struct marshals the same way.
+	b, _ = json.Marshal(struct{ S Session }{*s})
+	if string(b) != `{"S":`+want+`}` {
+		t.Fatalf("by value: %s", b)
+	}
+}
