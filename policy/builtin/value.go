@@ -111,10 +111,25 @@ func (p *Path) Ords() []int {
 }
 
 // Located is a value of the normalised trace that is not an event object,
-// together with its address (spec §6.9). Operators look through it with Strip.
+// together with its address (spec §6.9). Operators look through it with
+// Strip; read its address with At (or Path).
+//
+// When Seg is set the address is At.Child(Seg, Ord), built only when
+// needed (most located values are compared, never marked), which saves an
+// allocation per member access.
 type Located struct {
-	V  Value
-	At *Path
+	V   Value
+	At  *Path
+	Seg string // lazy last segment; "" when At is the address
+	Ord int
+}
+
+// Path returns the address of l.
+func (l Located) Path() *Path {
+	if l.Seg != "" {
+		return l.At.Child(l.Seg, l.Ord)
+	}
+	return l.At
 }
 
 // Strip returns v without its location.
@@ -129,7 +144,7 @@ func Strip(v Value) Value {
 func At(v Value) *Path {
 	switch x := v.(type) {
 	case Located:
-		return x.At
+		return x.Path()
 	case Event:
 		return x.Addr()
 	case *Function:
@@ -165,7 +180,14 @@ func ChildAt(parent *Path, seg string, ord int, v Value) Value {
 	if parent == nil {
 		return v
 	}
-	return locate(v, parent.Child(seg, ord))
+	switch v.(type) {
+	case nil, bool, int64, float64, string, []Value, *Dict, Tuple:
+		if seg == "" { // an empty dict key cannot be a lazy segment
+			return Located{V: v, At: parent.Child(seg, ord)}
+		}
+		return Located{V: v, At: parent, Seg: seg, Ord: ord}
+	}
+	return v
 }
 
 // Event is implemented by the four kinds of trace events that have a trace

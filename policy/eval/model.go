@@ -55,7 +55,7 @@ func (m *Model) Append(evs []*trace.Event) {
 			idx := len(m.Events)
 			msg := &builtin.Message{Role: e.Role}
 			m.base(&msg.EventBase, idx, e.Metadata, e.Server)
-			msg.Content = content(e.Content, msg.At.Child("content", 3))
+			msg.Content = content(e.Content, msg.At)
 			msg.CallsNull = e.NullToolCalls
 			m.Events = append(m.Events, msg)
 			m.Seq = append(m.Seq, msg)
@@ -72,7 +72,7 @@ func (m *Model) Append(evs []*trace.Event) {
 			idx := len(m.Events)
 			out := &builtin.ToolOutput{Role: e.Role}
 			m.base(&out.EventBase, idx, e.Metadata, e.Server)
-			out.Content = content(e.Content, out.At.Child("content", 3))
+			out.Content = content(e.Content, out.At)
 			if e.HasToolCallID {
 				if e.ToolCallID != nil {
 					out.ToolCallID = *e.ToolCallID
@@ -138,13 +138,16 @@ func (m *Model) toolCall(c *trace.ToolCall, idx int, at *builtin.Path) *builtin.
 	return tc
 }
 
-func content(c trace.Content, at *builtin.Path) builtin.Value {
+// content converts the content of the event at ev (its path is built only
+// for chunked content, whose chunks need it).
+func content(c trace.Content, ev *builtin.Path) builtin.Value {
 	switch c.Kind {
 	case trace.ContentText:
 		return c.Text
 	case trace.ContentObject:
 		return value(c.Object)
 	case trace.ContentChunks:
+		at := ev.Child("content", 3)
 		cs := &builtin.Contents{At: at, Chunks: make([]builtin.Value, len(c.Chunks))}
 		for i, ch := range c.Chunks {
 			cat := at.Index(i)
