@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/store/postgres"
 	"github.com/vigilhq/vigil/store/sqlite"
 )
 
@@ -32,9 +32,10 @@ func init() {
 // after a stop signal.
 const shutdownTimeout = 30 * time.Second
 
-// openPostgres opens a PostgreSQL store; store/postgres registers it when
-// that package is linked in (nil: not available in this build).
-var openPostgres func(ctx context.Context, dsn string) (store.Store, error)
+// openPostgres opens a PostgreSQL store.
+func openPostgres(ctx context.Context, dsn string) (store.Store, error) {
+	return postgres.Open(ctx, dsn, nil)
+}
 
 func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "serve [--listen ADDR] [--data-dir DIR | --db postgres://...] [--ledger-key-file FILE]",
@@ -154,9 +155,6 @@ func openServeStore(ctx context.Context, dataDir, db string) (store.Store, error
 	if db != "" {
 		if !strings.HasPrefix(db, "postgres://") && !strings.HasPrefix(db, "postgresql://") {
 			return nil, fmt.Errorf("serve: --db must be a postgres:// URL, got %q", db)
-		}
-		if openPostgres == nil {
-			return nil, errors.New("serve: PostgreSQL support is not available in this build")
 		}
 		st, err := openPostgres(ctx, db)
 		if err != nil {
