@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -494,6 +496,28 @@ func TestConcurrentAnalyze(t *testing.T) {
 	for range 4 {
 		if err := <-errs; err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// TestExamplePolicies loads the example policies the README uses.
+func TestExamplePolicies(t *testing.T) {
+	files, err := filepath.Glob("testdata/examples/*.pol")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example policies: %v", err)
+	}
+	for _, name := range files {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := policy.Load(string(src), policy.Options{Name: name})
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if len(p.Warnings) > 0 {
+			t.Errorf("%s: warnings %v", name, p.Warnings)
 		}
 	}
 }
