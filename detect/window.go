@@ -27,22 +27,34 @@ const windowReach = 256
 // regexSpan bounds a regex's matches: maxLen bytes (-1: unbounded) and
 // maxNL newlines (-1: unbounded); pre bounds the bytes a match can have
 // before the keyword occurrence it contains (-1: unknown).
-type regexSpan struct{ maxLen, maxNL, pre int }
+type regexSpan struct {
+	maxLen, maxNL, pre int
+	// wordStart: the regex starts with \b, so (with pre == 0) a keyword
+	// that starts with a word character must start a word.
+	wordStart bool
+}
 
 // spanOf computes the span of pattern for a rule with keywords; on a
 // parse error it reports unbounded (the whole text is searched).
 func spanOf(pattern string, keywords []string) regexSpan {
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return regexSpan{-1, -1, -1}
+		return regexSpan{maxLen: -1, maxNL: -1, pre: -1}
 	}
 	sp := spanNode(re)
 	sp.pre = preKeyword(re, keywords)
+	first := re
+	for first.Op == syntax.OpCapture || first.Op == syntax.OpConcat && len(first.Sub) > 0 {
+		first = first.Sub[0]
+	}
+	sp.wordStart = first.Op == syntax.OpWordBoundary && sp.pre == 0
 	return sp
 }
 
 // preKeyword bounds the bytes a match of re can have before the start of
-// the first keyword it contains, or -1 when that cannot be told.
+// the first keyword it contains, or -1 when that cannot be told. Windows
+// are opened at every keyword occurrence, so the earliest occurrence in
+// a match is the one whose window must cover it.
 func preKeyword(re *syntax.Regexp, keywords []string) int {
 	switch re.Op {
 	case syntax.OpLiteral:
@@ -53,8 +65,8 @@ func preKeyword(re *syntax.Regexp, keywords []string) int {
 			if i < 0 && strings.HasPrefix(k, lit) {
 				i = 0 // the keyword starts here and continues after
 			}
-			if i >= 0 && (best < 0 || i > best) {
-				best = i
+			if i >= 0 && (best < 0 || i < best) {
+				best = i // the earliest keyword of the literal
 			}
 		}
 		if best >= 0 && re.Flags&syntax.FoldCase != 0 {
@@ -118,7 +130,7 @@ func spanNode(re *syntax.Regexp) regexSpan {
 		if re.Flags&syntax.FoldCase != 0 {
 			n = 4 * len(re.Rune) // folded forms may be longer
 		}
-		return regexSpan{n, nl, 0}
+		return regexSpan{maxLen: n, maxNL: nl}
 	case syntax.OpCharClass:
 		nl := 0
 		for i := 0; i+1 < len(re.Rune); i += 2 {
@@ -130,11 +142,11 @@ func spanNode(re *syntax.Regexp) regexSpan {
 		if len(re.Rune) > 0 {
 			maxr = re.Rune[len(re.Rune)-1]
 		}
-		return regexSpan{max(1, utf8.RuneLen(min(maxr, utf8.MaxRune))), nl, 0}
+		return regexSpan{maxLen: max(1, utf8.RuneLen(min(maxr, utf8.MaxRune))), maxNL: nl}
 	case syntax.OpAnyCharNotNL:
-		return regexSpan{4, 0, 0}
+		return regexSpan{maxLen: 4}
 	case syntax.OpAnyChar:
-		return regexSpan{4, 1, 0}
+		return regexSpan{maxLen: 4, maxNL: 1}
 	case syntax.OpCapture:
 		return spanNode(re.Sub[0])
 	case syntax.OpStar, syntax.OpPlus, syntax.OpRepeat:
@@ -144,7 +156,7 @@ func spanNode(re *syntax.Regexp) regexSpan {
 			hi = re.Max
 		}
 		if hi < 0 {
-			out := regexSpan{-1, -1, 0}
+			out := regexSpan{maxLen: -1, maxNL: -1}
 			if sub.maxNL == 0 {
 				out.maxNL = 0
 			}
@@ -159,7 +171,7 @@ func spanNode(re *syntax.Regexp) regexSpan {
 			}
 			return a * hi
 		}
-		return regexSpan{mul(sub.maxLen), mul(sub.maxNL), 0}
+		return regexSpan{maxLen: mul(sub.maxLen), maxNL: mul(sub.maxNL)}
 	case syntax.OpQuest:
 		return spanNode(re.Sub[0])
 	case syntax.OpConcat:
@@ -234,6 +246,11 @@ func (s *SecretScanner) findNear(r *secretRule, text string, hits []keywordHit) 
 	for _, h := range hits {
 		kwStart := h.End - len(s.kw.words[h.Word])
 		if r.assign && !assignmentFollows(text, h.End) {
+			continue
+		}
+		// A rule starting with \b cannot match at a keyword inside a word
+		// ("s." in "towns.", "ey" in "they").
+		if r.span.wordStart && kwStart > 0 && isWordByte(text[kwStart]) && isWordByte(text[kwStart-1]) {
 			continue
 		}
 		wins = append(wins, windowAround(text, kwStart, h.End, r.span))
