@@ -84,6 +84,9 @@ func (b *backend) ListArg(list any) any           { return list }
 func (b *backend) Migrations() []string           { return migrations() }
 func (b *backend) Ping(ctx context.Context) error { return b.pool.Ping(ctx) }
 
+// PrepareBulk does nothing: pgx caches the statements it sees.
+func (b *backend) PrepareBulk(context.Context, string, []string) error { return nil }
+
 func (b *backend) JSONStringEquals(col string, key, val int) string {
 	return fmt.Sprintf("((%s)::jsonb -> ($%d)::text) = to_jsonb(($%d)::text)", col, key, val)
 }

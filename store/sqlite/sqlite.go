@@ -29,6 +29,7 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -125,6 +126,8 @@ func Open(ctx context.Context, path string, opt *Options) (store.Store, error) {
 type backend struct {
 	writer, reader *sql.DB
 	hub            sqlstore.Hub
+	mu             sync.Mutex
+	stmts          map[string]*sql.Stmt // prepared bulk INSERTs on writer
 }
 
 func (b *backend) Kind() string             { return "sqlite" }
@@ -165,7 +168,7 @@ func (b *backend) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &txn{querier: querier{tx}, tx: tx}, nil
+	return &txn{querier: querier{tx}, tx: tx, b: b}, nil
 }
 
 func (b *backend) Notify(ctx context.Context, channel, payload string) error {
@@ -178,6 +181,12 @@ func (b *backend) Subscribe(ctx context.Context, channel string) (<-chan string,
 
 func (b *backend) Close() error {
 	b.hub.Close()
+	b.mu.Lock()
+	for _, st := range b.stmts {
+		st.Close()
+	}
+	b.stmts = nil
+	b.mu.Unlock()
 	return errors.Join(b.reader.Close(), b.writer.Close())
 }
 
@@ -227,47 +236,86 @@ func (r sqlRow) Scan(dest ...any) error {
 type txn struct {
 	querier
 	tx *sql.Tx
+	b  *backend
 }
 
 func (t *txn) Commit(context.Context) error   { return t.tx.Commit() }
 func (t *txn) Rollback(context.Context) error { return t.tx.Rollback() }
 
-// BulkInsert inserts rows with multi-row INSERT statements, prepared once
-// per statement shape, bounded by SQLite's 32,766 host parameters.
+// BulkInsert inserts rows with multi-row INSERT statements of bulkRows
+// rows, then single-row ones for the rest. Both shapes are prepared once per
+// table on the writer connection and reused by every transaction. The
+// statements use ? placeholders: modernc binds $n by name, which costs
+// O(parameters) per parameter.
 func (t *txn) BulkInsert(ctx context.Context, table string, cols []string, rows [][]any) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	const maxParams = 32766
-	per := min(max(1, maxParams/len(cols)), 200)
-	var stmt *sql.Stmt
-	stmtRows := 0
-	defer func() {
-		if stmt != nil {
-			stmt.Close()
-		}
-	}()
-	args := make([]any, 0, per*len(cols))
-	for start := 0; start < len(rows); start += per {
-		chunk := rows[start:min(start+per, len(rows))]
-		if stmt == nil || stmtRows != len(chunk) {
-			if stmt != nil {
-				stmt.Close()
-			}
-			var err error
-			stmt, err = t.tx.PrepareContext(ctx, insertSQL(table, cols, len(chunk)))
-			if err != nil {
-				return err
-			}
-			stmtRows = len(chunk)
-		}
-		args = args[:0]
-		for _, r := range chunk {
-			args = append(args, r...)
-		}
-		if _, err := stmt.ExecContext(ctx, args...); err != nil {
+	i := 0
+	if len(rows) >= bulkRows {
+		stmt, err := t.stmt(ctx, table, cols, bulkRows)
+		if err != nil {
 			return err
 		}
+		args := make([]any, 0, bulkRows*len(cols))
+		for ; i+bulkRows <= len(rows); i += bulkRows {
+			args = args[:0]
+			for _, r := range rows[i : i+bulkRows] {
+				args = append(args, r...)
+			}
+			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+				return err
+			}
+		}
+	}
+	if i == len(rows) {
+		return nil
+	}
+	stmt, err := t.stmt(ctx, table, cols, 1)
+	if err != nil {
+		return err
+	}
+	for ; i < len(rows); i++ {
+		if _, err := stmt.ExecContext(ctx, rows[i]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bulkRows is the row count of the multi-row INSERT shape.
+const bulkRows = 50
+
+// stmt returns the INSERT of n rows into table: the statement prepared by
+// PrepareBulk, bound to tx, or one prepared on tx alone for a table
+// PrepareBulk did not see. (Preparing on the writer pool inside a
+// transaction would wait forever for its only connection.)
+func (t *txn) stmt(ctx context.Context, table string, cols []string, n int) (*sql.Stmt, error) {
+	q := insertSQL(table, cols, n)
+	t.b.mu.Lock()
+	st := t.b.stmts[q]
+	t.b.mu.Unlock()
+	if st != nil {
+		return t.tx.StmtContext(ctx, st), nil
+	}
+	return t.tx.PrepareContext(ctx, q)
+}
+
+// PrepareBulk prepares the two INSERT shapes of table on the writer
+// connection, outside any transaction.
+func (b *backend) PrepareBulk(ctx context.Context, table string, cols []string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stmts == nil {
+		b.stmts = map[string]*sql.Stmt{}
+	}
+	for _, n := range []int{1, bulkRows} {
+		q := insertSQL(table, cols, n)
+		if b.stmts[q] != nil {
+			continue
+		}
+		st, err := b.writer.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare insert into %s: %w", table, err)
+		}
+		b.stmts[q] = st
 	}
 	return nil
 }
@@ -279,7 +327,6 @@ func insertSQL(table string, cols []string, n int) string {
 	sb.WriteString(" (")
 	sb.WriteString(strings.Join(cols, ", "))
 	sb.WriteString(") VALUES ")
-	p := 1
 	for i := range n {
 		if i > 0 {
 			sb.WriteString(", ")
@@ -289,8 +336,7 @@ func insertSQL(table string, cols []string, n int) string {
 			if j > 0 {
 				sb.WriteString(", ")
 			}
-			fmt.Fprintf(&sb, "$%d", p)
-			p++
+			sb.WriteByte('?')
 		}
 		sb.WriteByte(')')
 	}

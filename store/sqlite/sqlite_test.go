@@ -26,3 +26,16 @@ func TestStore(t *testing.T) {
 func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Store { return openTemp(b) })
 }
+
+// BenchmarkStoreNormal runs the shared benchmarks with synchronous=NORMAL,
+// to show what the power-loss guarantee of the default FULL costs.
+func BenchmarkStoreNormal(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Store {
+		s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "vigil.db"), &sqlite.Options{Synchronous: "NORMAL"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}

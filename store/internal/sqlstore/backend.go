@@ -83,6 +83,9 @@ type Backend interface {
 	IsUnique(err error) bool
 	// LockMigrations serialises migrations across processes inside tx.
 	LockMigrations(ctx context.Context, tx Tx) error
+	// PrepareBulk is called once after migrating for each table that
+	// BulkInsert writes, so the backend may prepare statements ahead.
+	PrepareBulk(ctx context.Context, table string, cols []string) error
 	// Migrations is the backend's append-only migration list.
 	Migrations() []string
 	// Notify and Subscribe implement store.Notifier.

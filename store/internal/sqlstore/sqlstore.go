@@ -21,6 +21,20 @@ func Open(ctx context.Context, b Backend) (*Store, error) {
 	if err := migrate(ctx, b); err != nil {
 		return nil, err
 	}
+	for _, t := range []struct {
+		name string
+		cols []string
+	}{
+		{"traces", traceColList},
+		{"ledger_sessions", sessionColList},
+		{"messages", messageColList},
+		{"receipts", receiptColList},
+		{"annotations", annotationColList},
+	} {
+		if err := b.PrepareBulk(ctx, t.name, t.cols); err != nil {
+			return nil, err
+		}
+	}
 	return &Store{b: b}, nil
 }
 
