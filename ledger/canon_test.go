@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -304,7 +306,73 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Fatalf("accepted %q, which encoding/json rejects", in)
 		}
 		checkKeyOrder(t, v)
+		// Equal values give equal bytes: another spelling of the same
+		// value (reversed members, spaces, exponent numbers, escaped
+		// non-ASCII) has the same canonical form.
+		alt := altText(nil, v)
+		if c2, err := Canonicalize(alt); err != nil || !bytes.Equal(c2, out) {
+			t.Fatalf("other spelling %q of %q: %q, %v; want %q", alt, in, c2, err, out)
+		}
 	})
+}
+
+// altText writes v as JSON differently from the canonical form: members in
+// reverse UTF-16 order with whitespace, numbers in exponent notation,
+// every non-ASCII code unit and '/' escaped (uppercase hex).
+func altText(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...)
+	case bool:
+		return strconv.AppendBool(dst, x)
+	case float64:
+		switch {
+		case math.IsInf(x, 1):
+			return append(dst, "1e999"...)
+		case math.IsInf(x, -1):
+			return append(dst, "-1E+999"...)
+		case x == 0 && math.Signbit(x):
+			return append(dst, "-0.0e5"...)
+		}
+		return strconv.AppendFloat(dst, x, 'E', -1, 64)
+	case string:
+		dst = append(dst, '"')
+		for _, u := range utf16Units(x) {
+			if u >= 0x20 && u < 0x7F && u != '"' && u != '\\' && u != '/' {
+				dst = append(dst, byte(u))
+				continue
+			}
+			dst = fmt.Appendf(dst, "\\u%04X", u)
+		}
+		return append(dst, '"')
+	case []any:
+		dst = append(dst, "[ "...)
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, " ,\n"...)
+			}
+			dst = altText(dst, e)
+		}
+		return append(dst, " ]"...)
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sortKeys(keys)
+		slices.Reverse(keys)
+		dst = append(dst, "{\t"...)
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ",\r\n"...)
+			}
+			dst = altText(dst, k)
+			dst = append(dst, " : "...)
+			dst = altText(dst, x[k])
+		}
+		return append(dst, "}"...)
+	}
+	panic(fmt.Sprintf("altText: %T", v))
 }
 
 func checkKeyOrder(t *testing.T, v any) {
