@@ -306,6 +306,11 @@ func scanNumeric(text string, s, e int, add func(string, int, int, float64)) {
 	for _, loc := range cardRE.FindAllStringIndex(run, -1) {
 		if bounded(loc[0], loc[1]) && validCard(run[loc[0]:loc[1]]) {
 			add(EntityCreditCard, s+loc[0], s+loc[1], 1)
+			continue
+		}
+		// "4111 1111 1111 1111 2024": try the spans of whole groups.
+		if a, b, ok := cardInGroups(run, loc[0], loc[1], bounded); ok {
+			add(EntityCreditCard, s+a, s+b, 1)
 		}
 	}
 	for _, loc := range ssnRE.FindAllStringIndex(run, -1) {
@@ -327,6 +332,35 @@ func scanNumeric(text string, s, e int, add func(string, int, int, float64)) {
 			add(EntityPhone, s+a, s+b, 0.75)
 		}
 	}
+}
+
+// cardInGroups looks for a valid card number made of whole digit groups
+// of run[a:b] (groups separated by spaces or hyphens), leftmost first.
+func cardInGroups(run string, a, b int, bounded func(int, int) bool) (int, int, bool) {
+	var starts, ends []int
+	for i := a; i < b; i++ {
+		if isDigit(run[i]) && (i == a || !isDigit(run[i-1])) {
+			starts = append(starts, i)
+		}
+		if isDigit(run[i]) && (i+1 == b || !isDigit(run[i+1])) {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(starts) < 2 {
+		return 0, 0, false
+	}
+	for _, x := range starts {
+		for j := len(ends) - 1; j >= 0; j-- {
+			y := ends[j]
+			if y <= x || x == a && y == b {
+				continue
+			}
+			if n := len(digitsOf(run[x:y])); n >= 13 && n <= 19 && bounded(x, y) && validCard(run[x:y]) {
+				return x, y, true
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 func digitsOf(s string) string {

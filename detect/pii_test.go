@@ -30,6 +30,7 @@ func TestPII(t *testing.T) {
 		{"dates and versions are not phones", "on 2023-01-05 at 10:30 we shipped v1.2.3 to 150 users", nil},
 		{"credit card", "card 4111 1111 1111 1111 exp", []string{"CREDIT_CARD:4111 1111 1111 1111"}},
 		{"credit card compact", "amex 378282246310005", []string{"CREDIT_CARD:378282246310005"}},
+		{"card followed by a year", "card 4111 1111 1111 1111 2024 ok", []string{"CREDIT_CARD:4111 1111 1111 1111"}},
 		{"card failing luhn", "card 4111 1111 1111 1112", nil},
 		{"iban", "IBAN DE89 3704 0044 0532 0130 00 please", []string{"IBAN_CODE:DE89 3704 0044 0532 0130 00"}},
 		{"iban compact", "GB82WEST12345698765432", []string{"IBAN_CODE:GB82WEST12345698765432"}},

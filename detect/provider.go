@@ -2,6 +2,7 @@ package detect
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/url"
 	"strings"
@@ -206,4 +207,14 @@ func Configure(cfg Config) error {
 	}
 	SetProviders(p.Providers())
 	return nil
+}
+
+// RegisterFlags adds -detectors-base-url, -detectors-api-key and
+// -detectors-timeout to fs, bound to c. Call it after filling c from the
+// config file and ConfigFromEnv, so that flags take precedence
+// (spec/gateway.md §10: flags > environment > config file > defaults).
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.BaseURL, "detectors-base-url", c.BaseURL, "OpenAI-compatible endpoint for model-backed detectors (detectors.base_url; empty: none)")
+	fs.StringVar(&c.APIKey, "detectors-api-key", c.APIKey, "API key for -detectors-base-url (detectors.api_key)")
+	fs.DurationVar(&c.Timeout, "detectors-timeout", c.Timeout, "timeout of each model request (detectors.timeout; default 10s)")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -218,5 +219,17 @@ func TestCache(t *testing.T) {
 	}
 	if _, err := c.Do("d", "", "e", func() (any, error) { return nil, errors.New("boom") }); err == nil || c.Len() != 2 {
 		t.Errorf("errors must not be cached: %v, len %d", err, c.Len())
+	}
+}
+
+func TestConfigFlags(t *testing.T) {
+	c := Config{BaseURL: "http://from-env", Timeout: 3 * time.Second}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-detectors-base-url", "http://127.0.0.1:1/v1", "-detectors-timeout", "250ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.BaseURL != "http://127.0.0.1:1/v1" || c.Timeout != 250*time.Millisecond || c.APIKey != "" {
+		t.Errorf("flags gave %+v", c)
 	}
 }
