@@ -15,7 +15,16 @@ import (
 // Program.Warnings. The file may be a partial tree from a failed parse;
 // its Bad nodes are skipped, so that a caller can report syntax and load
 // errors together.
+//
+// A nil Universe knows nothing (every built-in name is unresolved); a file
+// without a Source is checked against an empty one.
 func Check(file *syntax.File, u Universe) (*Program, error) {
+	if u == nil {
+		u = &Table{}
+	}
+	if file.Source == nil {
+		file = &syntax.File{Source: syntax.NewSource("", ""), Stmts: file.Stmts, Warnings: file.Warnings}
+	}
 	c := &checker{
 		u:       u,
 		src:     file.Source,

@@ -405,3 +405,14 @@ func TestCheckPartialTree(t *testing.T) {
 		t.Errorf("errors:\n%s", got)
 	}
 }
+
+func TestCheckNilInputs(t *testing.T) {
+	f, err := syntax.ParseString("", "X := 1\nX := len\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Check(&syntax.File{Stmts: f.Stmts}, nil)
+	if err == nil || !strings.Contains(err.Error(), "X already declared") || !strings.Contains(err.Error(), "failed to resolve identifier len") {
+		t.Errorf("err = %v", err)
+	}
+}
