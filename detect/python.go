@@ -443,17 +443,18 @@ func pyCheckBlocks(toks []pyToken) error {
 			stmtStart = true
 			continue
 		case pyNewline:
+			endsWithColon := i > 0 && toks[i-1].kind == pyOp && toks[i-1].text == ":"
 			if header != "" {
-				if !(i > 0 && toks[i-1].kind == pyOp && toks[i-1].text == ":") {
+				if !endsWithColon {
 					return &pySyntaxError{t.line, "expected ':'"}
 				}
 				if i+1 >= len(toks) || toks[i+1].kind != pyIndent {
 					return &pySyntaxError{t.line + 1, fmt.Sprintf("expected an indented block after '%s' statement", header)}
 				}
-				lastColon = true
-			} else {
-				lastColon = false
 			}
+			// Soft-keyword blocks (match, case) are not headers here, but
+			// their colon still allows the indent that follows.
+			lastColon = endsWithColon
 			header = ""
 			stmtStart = true
 			continue
