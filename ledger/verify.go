@@ -98,6 +98,16 @@ func (r Result) With(errs ...VerifyError) Result {
 	return NewResult(append(slices.Clone(r.Errors), errs...))
 }
 
+// Messages returns the errors as "receipt <index>: <reason>" strings, the
+// form of the SDK-compatible GET /v1/sessions/{id}/verify (§10). Never nil.
+func (r Result) Messages() []string {
+	out := make([]string, len(r.Errors))
+	for i, e := range r.Errors {
+		out[i] = fmt.Sprintf("receipt %d: %s", e.Index, e.Reason)
+	}
+	return out
+}
+
 // VerifyOptions are the optional inputs of chain verification (§5).
 type VerifyOptions struct {
 	// PublicKey turns on signature checks; nil ignores signatures.

@@ -324,3 +324,17 @@ func writeVerifyVectors(t *testing.T, cases []verifyCase) {
 		t.Errorf("%s is out of date; run go test ./ledger -run TestVerifyVectors -update (%v)", path, err)
 	}
 }
+
+func TestResultHelpers(t *testing.T) {
+	r := NewResult(nil)
+	if asJSON(r) != `{"valid":true,"brokenAt":null,"reason":null,"errors":[]}` || asJSON(r.Messages()) != `[]` {
+		t.Fatalf("%s %s", asJSON(r), asJSON(r.Messages()))
+	}
+	r = r.With(VerifyError{4, ReasonMissingEvent}, VerifyError{2, ReasonCloseSignature}, VerifyError{2, ReasonEventMismatch}, VerifyError{2, ReasonHashMismatch})
+	if got := asJSON(r); got != `{"valid":false,"brokenAt":2,"reason":"hash_mismatch","errors":[{"index":2,"reason":"hash_mismatch"},{"index":2,"reason":"event_mismatch"},{"index":2,"reason":"close_signature"},{"index":4,"reason":"missing_event"}]}` {
+		t.Fatal(got)
+	}
+	if got := strings.Join(r.Messages(), "|"); got != "receipt 2: hash_mismatch|receipt 2: event_mismatch|receipt 2: close_signature|receipt 4: missing_event" {
+		t.Fatal(got)
+	}
+}
