@@ -44,6 +44,10 @@ var (
 	// whose session is closed, or closing a session twice
 	// (RUN_FINISHED / SESSION_CLOSED in the API).
 	ErrFinished = errors.New("run finished or session closed")
+	// ErrSchemaTooNew reports, from a backend's Open, a database migrated
+	// by a newer Vigil: the binary refuses to touch a schema it does not
+	// know.
+	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
 )
 
 // Store is the storage interface. All methods are safe for concurrent use.

@@ -128,11 +128,15 @@ type backend struct {
 	hub            sqlstore.Hub
 	mu             sync.Mutex
 	stmts          map[string]*sql.Stmt // prepared bulk INSERTs on writer
+	// readStmts and writeStmts cache the statements run outside
+	// transactions (API-key lookups, trace reads, …), so each is parsed
+	// once per connection rather than once per call.
+	readStmts, writeStmts stmtCache
 }
 
 func (b *backend) Kind() string             { return "sqlite" }
-func (b *backend) Reader() sqlstore.Querier { return querier{b.reader} }
-func (b *backend) Writer() sqlstore.Querier { return querier{b.writer} }
+func (b *backend) Reader() sqlstore.Querier { return cached{b.reader, &b.readStmts} }
+func (b *backend) Writer() sqlstore.Querier { return cached{b.writer, &b.writeStmts} }
 func (b *backend) ForUpdate() string        { return "" }
 func (b *backend) In(col string, n int) string {
 	return fmt.Sprintf("%s IN (SELECT value FROM json_each($%d))", col, n)
@@ -187,6 +191,8 @@ func (b *backend) Close() error {
 	}
 	b.stmts = nil
 	b.mu.Unlock()
+	b.readStmts.close()
+	b.writeStmts.close()
 	return errors.Join(b.reader.Close(), b.writer.Close())
 }
 
@@ -217,6 +223,86 @@ func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore
 
 func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
 	return sqlRow{q.q.QueryRowContext(ctx, query, args...)}
+}
+
+// stmtCache holds prepared statements by SQL text, up to maxCached.
+type stmtCache struct {
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+const maxCached = 512
+
+// get returns the statement for query, preparing it on db on first use; nil
+// when the cache is full or preparing failed (the caller then runs the
+// query unprepared and sees any error there).
+func (c *stmtCache) get(ctx context.Context, db *sql.DB, query string) *sql.Stmt {
+	c.mu.Lock()
+	st, ok := c.m[query]
+	full := len(c.m) >= maxCached
+	c.mu.Unlock()
+	if ok || full {
+		return st
+	}
+	st, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[query]; ok {
+		st.Close()
+		return old
+	}
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	c.m[query] = st
+	return st
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = nil
+}
+
+// cached runs statements on db through its statement cache.
+type cached struct {
+	db    *sql.DB
+	cache *stmtCache
+}
+
+func (c cached) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if st := c.cache.get(ctx, c.db, query); st != nil {
+		res, err := st.ExecContext(ctx, args...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+	return querier{c.db}.Exec(ctx, query, args...)
+}
+
+func (c cached) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	if st := c.cache.get(ctx, c.db, query); st != nil {
+		rows, err := st.QueryContext(ctx, args...)
+		if err != nil {
+			return nil, err
+		}
+		return sqlRows{rows}, nil
+	}
+	return querier{c.db}.Query(ctx, query, args...)
+}
+
+func (c cached) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	if st := c.cache.get(ctx, c.db, query); st != nil {
+		return sqlRow{st.QueryRowContext(ctx, args...)}
+	}
+	return querier{c.db}.QueryRow(ctx, query, args...)
 }
 
 type sqlRows struct{ *sql.Rows }

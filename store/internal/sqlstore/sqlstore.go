@@ -96,6 +96,13 @@ func migrate(ctx context.Context, b Backend) error {
 		// collide on the catalog's unique index; the table exists then.
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
+	var have int
+	if err := b.Reader().QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("schema version: %w", err)
+	}
+	if known := len(b.Migrations()); have > known {
+		return fmt.Errorf("database schema version %d is newer than this binary's %d: %w", have, known, store.ErrSchemaTooNew)
+	}
 	for i, m := range b.Migrations() {
 		version := i + 1
 		if err := applyMigration(ctx, b, version, m); err != nil {
