@@ -521,3 +521,47 @@ func TestExamplePolicies(t *testing.T) {
 		}
 	}
 }
+
+// TestMonitorTraceDependentLine checks that a line whose value depends on
+// later events (a predicate with its own free variables) is re-evaluated
+// as the trace grows, even though it mentions only an old event.
+func TestMonitorTraceDependentLine(t *testing.T) {
+	p := mustLoad(t, `
+from invariant import count
+sent_after(c: ToolCall) :=
+    (s: ToolCall)
+    c -> s
+    s is tool:send_email
+    s.id == "3"
+
+raise "user message after an inbox read and the second send" if:
+    (call: ToolCall)
+    (m: Message)
+    call is tool:get_inbox
+    sent_after(call)
+    m.role == "user"
+    call -> m
+`, policy.Options{})
+	call := func(id, name string) string {
+		return `{"role": "assistant", "content": null, "tool_calls": [{"id": "` + id + `", "type": "function", "function": {"name": "` + name + `", "arguments": {}}}]}`
+	}
+	user := `{"role": "user", "content": "hi"}`
+	tr := mustTrace(t, "["+strings.Join([]string{call("1", "get_inbox"), call("2", "send_email"), user, call("3", "send_email"), user}, ",")+"]")
+	m, err := p.NewMonitor(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range tr.Events {
+		res, err := m.Append(context.Background(), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Errors {
+			got = append(got, v.Key)
+		}
+	}
+	if strings.Join(got, " ") != "(0, (0, 4))" {
+		t.Errorf("monitor reported %v, want [(0, (0, 4))]", got)
+	}
+}

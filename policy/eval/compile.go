@@ -72,6 +72,8 @@ type predicate struct {
 	value  evalFn // inline form
 	layout *frameLayout
 	state  int
+	// traceDep: the body has free variables or quantifiers
+	traceDep bool
 }
 
 // flowConstraint is a deferred flow line between two variables (spec §8.6).
@@ -124,6 +126,10 @@ type line struct {
 	decls []*variable        // free declarations on this line
 	tool  string             // `v is tool:NAME...` form: NAME
 	toolV *variable
+	// traceDep: the value depends on the whole trace, not only on the
+	// variables the line mentions (a quantifier, or a predicate with free
+	// variables), so a memo must not outlive the analysis
+	traceDep bool
 }
 
 // body is a compiled body (rule, predicate or quantifier block).
@@ -160,6 +166,7 @@ type compiler struct {
 	refs       map[*variable]bool
 	curBody    *body
 	deferFlows bool
+	traceDep   bool
 }
 
 type typeName string
@@ -348,11 +355,16 @@ func (c *compiler) compilePred(pr *predicate) {
 			c.scope.names[v.name] = v
 			pr.params = append(pr.params, v)
 		}
+		savedDep := c.traceDep
+		c.traceDep = false
 		if pr.decl.Body != nil {
 			pr.body = c.body(pr.decl.Body, nil)
+			pr.traceDep = c.traceDep || len(pr.body.free) > 0
 		} else if pr.decl.Value != nil {
 			pr.value = c.expr(pr.decl.Value)
+			pr.traceDep = c.traceDep
 		}
+		c.traceDep = savedDep
 		c.pop()
 	})
 	pr.state = 2
@@ -466,6 +478,8 @@ func (c *compiler) body(sb *syntax.Body, outer *body, then ...func(*body)) *body
 		ln := &line{index: i, pos: l.Pos(), decls: lineDecls[i]}
 		savedRefs := c.refs
 		c.refs = map[*variable]bool{}
+		savedDep := c.traceDep
+		c.traceDep = false
 		switch s := l.(type) {
 		case *syntax.AssignLine:
 			ln.kind = lineAssign
@@ -519,6 +533,8 @@ func (c *compiler) body(sb *syntax.Body, outer *body, then ...func(*body)) *body
 		}
 		ln.refs = c.refs
 		c.refs = savedRefs
+		ln.traceDep = c.traceDep || ln.kind == lineQuant
+		c.traceDep = savedDep || ln.traceDep
 		if c.refs != nil {
 			for v := range ln.refs {
 				c.refs[v] = true
@@ -900,6 +916,9 @@ func (c *compiler) global(x *syntax.Ident, g any) evalFn {
 		return func(f *frame) builtin.Value { return f.an.constant(k, pos) }
 	case *predicate:
 		c.compilePred(v)
+		if v.traceDep {
+			c.traceDep = true
+		}
 		val := &predValue{v}
 		return func(*frame) builtin.Value { return val }
 	case *builtin.Builtin:

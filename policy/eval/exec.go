@@ -469,7 +469,7 @@ type memoEntry struct {
 // marks it made are reused for every binding with the same event.
 func (an *analysis) memoCond(f *frame, b *body, i int, x *execCtx, st *step) bool {
 	e, ok := f.slots[st.v.slot].(builtin.Event)
-	if !ok || e.Seq() >= len(an.model.Seq) {
+	if !ok || e.Seq() >= len(an.model.Seq) || (st.line.traceDep && an.mode.Memo != nil) {
 		v, ok := an.evalLine(f, st.line, x)
 		if !ok {
 			return true
