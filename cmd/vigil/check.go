@@ -82,6 +82,9 @@ Text output shows each violation with its message and the trace excerpt at
 each range; JSON output is the result object {"errors", "failures",
 "warnings"} (one JSON line per trace, with its "index", for a dataset).
 
+Load errors and warnings, analysis errors and the output of print() in a
+policy go to standard error.
+
 Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
 3 rule failures without violations.`, stderr)
 	fs.StringVar(&cfg.policyFile, "policy", "", "policy `FILE` (required)")
@@ -116,7 +119,7 @@ Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
-	p, err := policy.Load(string(src), policy.Options{Name: cfg.policyFile})
+	p, err := policy.Load(string(src), policy.Options{Name: cfg.policyFile, Debug: stderr})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(2, "")
