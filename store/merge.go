@@ -89,32 +89,26 @@ func MergeShallow(cur json.RawMessage, patch map[string]json.RawMessage) (json.R
 }
 
 // AnnotationSource returns extra_metadata.source when it is a string, else "".
-func AnnotationSource(extra json.RawMessage) string {
-	if len(extra) == 0 {
-		return ""
-	}
-	var v struct {
-		Source any `json:"source"`
-	}
-	if json.Unmarshal(extra, &v) != nil {
-		return ""
-	}
-	s, _ := v.Source.(string)
-	return s
-}
+// The member name is matched exactly ("Source" is another key).
+func AnnotationSource(extra json.RawMessage) string { return stringMember(extra, "source") }
 
 // AnnotationStatus returns extra_metadata.status when it is a string, else "".
-func AnnotationStatus(extra json.RawMessage) string {
-	if len(extra) == 0 {
+func AnnotationStatus(extra json.RawMessage) string { return stringMember(extra, "status") }
+
+// stringMember returns the string member name of the JSON object raw, or "".
+// (Decoding into a struct would match member names case-insensitively.)
+func stringMember(raw json.RawMessage, name string) string {
+	if len(raw) == 0 {
 		return ""
 	}
-	var v struct {
-		Status any `json:"status"`
-	}
-	if json.Unmarshal(extra, &v) != nil {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
 		return ""
 	}
-	s, _ := v.Status.(string)
+	var s string
+	if json.Unmarshal(m[name], &s) != nil {
+		return ""
+	}
 	return s
 }
 

@@ -152,6 +152,13 @@ func TestOpenBadDSN(t *testing.T) {
 	}
 }
 
+// BenchmarkPush measures PushTraces of 100 traces × 20 events with
+// receipts (reported as events/s).
+func BenchmarkPush(b *testing.B) {
+	storetest.BenchPush(b, func(b *testing.B) store.Store { return open(b, pgtest.DSN(b)) })
+}
+
+// BenchmarkStore runs every shared benchmark.
 func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Store { return open(b, pgtest.DSN(b)) })
 }

@@ -17,7 +17,7 @@ import (
 //   - GetTrace: a 20-event trace with messages.
 //   - Iter: streaming 1,000 traces × 20 events in index order.
 func Bench(b *testing.B, open func(b *testing.B) store.Store) {
-	b.Run("Push", func(b *testing.B) { benchPush(b, open(b)) })
+	b.Run("Push", func(b *testing.B) { BenchPush(b, open) })
 	b.Run("Append", func(b *testing.B) { benchAppend(b, open(b)) })
 	b.Run("GetTrace", func(b *testing.B) { benchGet(b, open(b)) })
 	b.Run("Iter", func(b *testing.B) { benchIter(b, open(b)) })
@@ -33,7 +33,9 @@ func benchEvents(prefix string, n int) []store.Message {
 	return out
 }
 
-func benchPush(b *testing.B, s store.Store) {
+// BenchPush is the Push benchmark alone (each backend's BenchmarkPush).
+func BenchPush(b *testing.B, open func(b *testing.B) store.Store) {
+	s := open(b)
 	ctx := b.Context()
 	u := &store.User{Username: "bench"}
 	must(b, s.CreateUser(ctx, u))
