@@ -43,7 +43,7 @@ func TestExpressions(t *testing.T) {
 		`-7 % 3 == 2`, `7 % -3 == -2`, `2 ** 3 ** 2 == 512`, `-2 ** 2 == -4`, `2 ** -1 == 0.5`, `7 / 2 == 3.5`, `1 + 2 * 3 - 4 == 3`,
 		`1 == 1.0 == True`, `not 1 == 2`, `3 > 2 > 1`, `not (1 < 2 > 3)`, `True or False and False`,
 		`(1, 2) != [1, 2]`, `(1,) == tuple([1])`, `() == tuple()`, `[1, 2] + [3] == [1, 2, 3]`, `"ab" * 2 == "abab"`, `2 * [0] == [0, 0]`,
-		`"ß".upper() == "SS"`, `"ABC".lower() == "abc"`, `"  a b  ".strip() == "a b"`, `"xxaxx".strip("x") == "a"`,
+		`"ß".upper() == "SS"`, `"ﬁ".upper() == "FI"`, `"ΑΣ".lower() == "ας"`, `"İ".lower() == "i̇"`, `"ABC".lower() == "abc"`, `"  a b  ".strip() == "a b"`, `"xxaxx".strip("x") == "a"`,
 		`" a  b ".split() == ["a", "b"]`, `"a,b,,c".split(",") == ["a", "b", "", "c"]`, `"a,b,c".split(",", 1) == ["a", "b,c"]`,
 		`"a\nb\r\nc".splitlines() == ["a", "b", "c"]`, `"-".join(["a", "b"]) == "a-b"`, `"{} {x} {{}}".format(1, x=2) == "1 2 {}"`,
 		`{"a": 1, "b": 2}.keys() == ["a", "b"]`, `{"a": 1}.items() == [("a", 1)]`, `{"a": 1}.get("z", 5) == 5`, `{"keys": 1}.keys == 1`,

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
+
 	"github.com/vigilhq/vigil/policy/builtin"
 	"github.com/vigilhq/vigil/policy/syntax"
 )
@@ -272,7 +275,7 @@ func callMethod(f *frame, pos syntax.Pos, m *builtin.Method, args []builtin.Valu
 		switch m.Name {
 		case "lower":
 			maxArgs(0)
-			return strings.ToLower(r)
+			return lower(r)
 		case "upper":
 			maxArgs(0)
 			return upper(r)
@@ -343,16 +346,30 @@ func callMethod(f *frame, pos syntax.Pos, m *builtin.Method, args []builtin.Valu
 	return nil
 }
 
+// upper and lower use Python's full Unicode case mapping ("ß".upper() is
+// "SS", final sigma in lower), with an ASCII fast path. A cases.Caser is
+// stateful, so each call makes its own.
 func upper(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r == 'ß' {
-			b.WriteString("SS")
-			continue
-		}
-		b.WriteString(strings.ToUpper(string(r)))
+	if isASCII(s) {
+		return strings.ToUpper(s)
 	}
-	return b.String()
+	return cases.Upper(language.Und).String(s)
+}
+
+func lower(s string) string {
+	if isASCII(s) {
+		return strings.ToLower(s)
+	}
+	return cases.Lower(language.Und).String(s)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func splitWhitespace(s string, maxsplit int) []string {
