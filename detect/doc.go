@@ -49,12 +49,14 @@
 //
 // Python (python_code): a Python 3 tokenizer and statement scanner of
 // this package's own. It reports imports, built-in names used, called
-// names and dotted names, and syntax errors found by tokenization
-// (strings, brackets, invalid characters), indentation and block
-// structure (missing ':' or body). It does not parse expressions, so
-// `x = 1 +` is accepted; calls of computed callees (`f()()`, `a[0]()`) are
-// not listed. IPythonPreprocess blanks magics, shell escapes and help
-// queries for ipython_mode.
+// names and dotted names, and the syntax errors PythonCode lists
+// (tokenization, indentation, block structure, adjacent operands,
+// dangling operators). Checked against CPython 3.11 on its standard
+// library: same imports and no false syntax error on 668 modules; 110 of
+// 126 syntax errors caught among 600 one-character deletions. It does not
+// parse expressions fully, so some invalid code (`f(,)`) passes; calls of
+// computed callees (`f()()`, `a[0]()`) are not listed. IPythonPreprocess
+// blanks magics, shell escapes and help queries for ipython_mode.
 //
 // HTML (html_code, links): golang.org/x/net/html tokenisation (any input
 // parses): alt texts of <img>, hrefs of <a>, then the URLs of Links.
