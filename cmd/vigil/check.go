@@ -145,15 +145,21 @@ Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
 		return exitCode(2, "")
 	}
 	if cfg.format == "json" {
-		b, err := json.Marshal(res)
-		if err != nil {
+		if err := writeJSONLine(stdout, res); err != nil {
 			return err
 		}
-		stdout.Write(append(b, '\n'))
 	} else {
 		printText(stdout, cfg, t, res)
 	}
 	return checkExit(len(res.Errors) > 0, len(res.Failures) > 0, false)
+}
+
+// writeJSONLine writes v as one line of JSON, without HTML escaping (so a
+// message reads "<b>" as the policy wrote it).
+func writeJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 func readCheckInput(name string, stdin io.Reader) ([]byte, error) {
@@ -234,14 +240,12 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 		violations = violations || len(res.Errors) > 0
 		failures = failures || len(res.Failures) > 0
 		if cfg.format == "json" {
-			b, err := json.Marshal(struct {
+			if err := writeJSONLine(stdout, struct {
 				Index int64 `json:"index"`
 				*policy.Result
-			}{index, res})
-			if err != nil {
+			}{index, res}); err != nil {
 				return err
 			}
-			stdout.Write(append(b, '\n'))
 		} else {
 			fmt.Fprintf(stdout, "== trace %d\n", index)
 			printText(stdout, cfg, e.Trace, res)
