@@ -55,6 +55,10 @@ func TestExpressions(t *testing.T) {
 		`(1 if True else 2) == 1`, `("a" or "b") == "a"`, `(0 and 1) == 0`, `[x * 2 for x in [1, 2, 3] if x > 1] == [4, 6]`,
 		`f"{1 + 1}-{'a'}" == "2-a"`, `f"{[1, 'a']}" == "[1, 'a']"`, `f"{1.0}|{1e16}|{1e-05}|{None}" == "1.0|1e+16|1e-05|None"`,
 		`text(["a", ["b"]]) == ["a", "b"]`, `image("data:image/png;base64,AA") == ["data:image/png;base64,AA"]`,
+		`2 ** 100 == 1267650600228229401496703205376`, `9223372036854775807 + 1 == 9223372036854775808`, `-(-9223372036854775807 - 1) == 9223372036854775808`,
+		`(2 ** 64) % 10 == 6`, `2 ** 64 > 1.5`, `2 ** 64 == 18446744073709551616.0`, `f"{2 ** 70}" == "1180591620717411303424"`, `2 ** 64 / 2 ** 63 == 2.0`,
+		`json_loads("123456789012345678901234567890") == 123456789012345678901234567890`, `-2 ** 63 - 1 < -9223372036854775808`, `sum([2 ** 63, 2 ** 63]) == 2 ** 64`,
+		`max(2 ** 64, 1) == 2 ** 64`, `(2 ** 64 - 2 ** 64) == 0`, `not (2 ** 64 - 2 ** 64)`,
 		`should_allow_rbac(None, "public", "bob", {"bob": ["u"]}, {"u": {"public": True}})`,
 	}
 	for _, e := range exprs {
@@ -563,5 +567,28 @@ raise "user message after an inbox read and the second send" if:
 	}
 	if strings.Join(got, " ") != "(0, (0, 4))" {
 		t.Errorf("monitor reported %v, want [(0, (0, 4))]", got)
+	}
+}
+
+func TestBigIntegers(t *testing.T) {
+	p := mustLoad(t, `
+raise PolicyViolation("big", a=c.function.arguments.a, b=c.function.arguments.a + 1) if:
+    (c: ToolCall)
+    c.function.arguments.a == 123456789012345678901234567890
+    c is tool:f({a: 123456789012345678901234567890})
+`, policy.Options{})
+	tr := mustTrace(t, `[{"type": "function", "function": {"name": "f", "arguments": {"a": 123456789012345678901234567890}}}]`)
+	res, err := p.Analyze(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(res.Errors)
+	if want := `[{"key":"(0, (0,))","args":["big"],"kwargs":{"a":123456789012345678901234567890,"b":123456789012345678901234567891},"ranges":["messages.0"]}]`; string(got) != want {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+	// budget on sizes: huge powers are a value_error, not an allocation
+	res, err = mustLoad(t, "raise \"x\" if:\n    2 ** 100000000 > 1\n", policy.Options{}).Analyze(context.Background(), tr, nil)
+	if err != nil || len(res.Failures) != 1 || res.Failures[0].Kind != "value_error" {
+		t.Errorf("huge power: %+v, %v", res, err)
 	}
 }

@@ -48,8 +48,11 @@ func (p paramFlags) Set(s string) error {
 func jsonNumbers(v any) any {
 	switch x := v.(type) {
 	case json.Number:
-		if i, err := x.Int64(); err == nil && !strings.ContainsAny(string(x), ".eE") {
-			return i
+		if !strings.ContainsAny(string(x), ".eE") {
+			if i, err := x.Int64(); err == nil {
+				return i
+			}
+			return x // an integer beyond int64: kept exact
 		}
 		f, _ := x.Float64()
 		return f

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"fmt"
+	"math/big"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,6 +16,13 @@ import (
 // type_error.
 func Compare(a, b Value) (int, error) {
 	a, b = Strip(a), Strip(b)
+	_, aBig := a.(*big.Int)
+	_, bBig := b.(*big.Int)
+	if aBig || bBig {
+		if r, ok := compareBig(a, b); ok {
+			return r, nil
+		}
+	}
 	ai, af, afl, aok := Number(a)
 	bi, bf, bfl, bok := Number(b)
 	if aok && bok {
@@ -180,6 +188,20 @@ func fnSum(c *Call) (Value, error) {
 
 // Add adds two numbers (used by sum; the evaluator has the full operator).
 func Add(a, b Value) (Value, error) {
+	_, aBig := Strip(a).(*big.Int)
+	_, bBig := Strip(b).(*big.Int)
+	if aBig || bBig {
+		x, ok1 := BigInt(a)
+		y, ok2 := BigInt(b)
+		if ok1 && ok2 {
+			return IntValue(new(big.Int).Add(x, y)), nil
+		}
+		f, g := ToFloat(a), ToFloat(b)
+		if f == nil || g == nil {
+			return nil, Errorf(TypeError, "unsupported operand type(s) for +: '%s' and '%s'", TypeName(a), TypeName(b))
+		}
+		return *f + *g, nil
+	}
 	ai, af, afl, aok := Number(a)
 	bi, bf, bfl, bok := Number(b)
 	if !aok || !bok {
@@ -188,7 +210,7 @@ func Add(a, b Value) (Value, error) {
 	if !afl && !bfl {
 		s := ai + bi
 		if (s > ai) != (bi > 0) {
-			return nil, Errorf(ValueError, "integer overflow")
+			return IntValue(new(big.Int).Add(big.NewInt(ai), big.NewInt(bi))), nil
 		}
 		return s, nil
 	}
@@ -237,6 +259,26 @@ func (c *regexCache) Store(k, v any) {
 	}
 	c.m[k] = v
 	c.mu.Unlock()
+}
+
+// ToFloat converts a number (bool, int, big int, float) to float64, or
+// returns nil.
+func ToFloat(v Value) *float64 {
+	var f float64
+	switch x := Strip(v).(type) {
+	case *big.Int:
+		f, _ = new(big.Float).SetInt(x).Float64()
+	default:
+		i, fl, isF, ok := Number(x)
+		if !ok {
+			return nil
+		}
+		f = fl
+		if !isF {
+			f = float64(i)
+		}
+	}
+	return &f
 }
 
 var reCache regexCache // pattern -> *regexp2.Regexp or error

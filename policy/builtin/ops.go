@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -30,7 +31,7 @@ func TypeName(v Value) string {
 		return "NoneType"
 	case bool:
 		return "bool"
-	case int64:
+	case int64, *big.Int:
 		return "int"
 	case float64:
 		return "float"
@@ -85,6 +86,8 @@ func Truthy(v Value) bool {
 		return x
 	case int64:
 		return x != 0
+	case *big.Int:
+		return x.Sign() != 0
 	case float64:
 		return x != 0
 	case string:
@@ -118,9 +121,85 @@ func Number(v Value) (i int64, f float64, isFloat, ok bool) {
 	return 0, 0, false, false
 }
 
+// BigInt returns an int-like value (bool, int64, *big.Int) as a big.Int.
+func BigInt(v Value) (*big.Int, bool) {
+	switch x := Strip(v).(type) {
+	case *big.Int:
+		return x, true
+	case int64:
+		return big.NewInt(x), true
+	case bool:
+		if x {
+			return big.NewInt(1), true
+		}
+		return big.NewInt(0), true
+	}
+	return nil, false
+}
+
+// IntValue returns b as an int64 when it fits, else b itself: the
+// canonical form of an int value.
+func IntValue(b *big.Int) Value {
+	if b.IsInt64() {
+		return b.Int64()
+	}
+	return b
+}
+
+// compareBig compares two numbers at least one of which is a *big.Int;
+// ok is false when one is not a number.
+func compareBig(a, b Value) (int, bool) {
+	af, aIsF := a.(float64)
+	bf, bIsF := b.(float64)
+	switch {
+	case aIsF && bIsF:
+		return cmp3(af < bf, af > bf), true
+	case aIsF || bIsF:
+		x, y := af, bf
+		var bi *big.Int
+		var ok bool
+		if aIsF {
+			bi, ok = BigInt(b)
+		} else {
+			bi, ok = BigInt(a)
+		}
+		if !ok || math.IsNaN(x+y) {
+			return 0, false
+		}
+		f := new(big.Float).SetInt(bi)
+		g := big.NewFloat(0)
+		if aIsF {
+			if math.IsInf(x, 0) {
+				return cmp3(x < 0, x > 0), true
+			}
+			g.SetFloat64(x)
+			return g.Cmp(f), true
+		}
+		if math.IsInf(y, 0) {
+			return cmp3(y > 0, y < 0), true
+		}
+		g.SetFloat64(y)
+		return f.Cmp(g), true
+	}
+	x, ok1 := BigInt(a)
+	y, ok2 := BigInt(b)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	return x.Cmp(y), true
+}
+
 // Equal is == (spec §6.2): never fails.
 func Equal(a, b Value) bool {
 	a, b = Strip(a), Strip(b)
+	if _, ok := a.(*big.Int); ok {
+		r, ok := compareBig(a, b)
+		return ok && r == 0
+	}
+	if _, ok := b.(*big.Int); ok {
+		r, ok := compareBig(a, b)
+		return ok && r == 0
+	}
 	ai, af, afl, aok := Number(a)
 	bi, bf, bfl, bok := Number(b)
 	if aok || bok {
@@ -328,6 +407,8 @@ func Display(v Value) string {
 		return "False"
 	case int64:
 		return strconv.FormatInt(x, 10)
+	case *big.Int:
+		return x.String()
 	case float64:
 		return FormatFloat(x)
 	case []Value:
@@ -505,6 +586,8 @@ func jsonForm(v Value, withIndex bool) any {
 	switch x := Strip(v).(type) {
 	case nil, bool, int64, string:
 		return x
+	case *big.Int:
+		return json.Number(x.String())
 	case float64:
 		if math.IsInf(x, 0) || math.IsNaN(x) {
 			return FormatFloat(x)
@@ -645,6 +728,9 @@ func numberValue(s string) Value {
 	if !strings.ContainsAny(s, ".eE") {
 		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return i
+		}
+		if b, ok := new(big.Int).SetString(s, 10); ok {
+			return b
 		}
 	}
 	f, _ := strconv.ParseFloat(s, 64)

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"fmt"
+	"math/big"
 	"sort"
 	"strconv"
 	"strings"
@@ -816,14 +817,19 @@ func (c *compiler) exprs(es []syntax.Expr) []evalFn {
 func (c *compiler) literal(x *syntax.BasicLit) builtin.Value {
 	switch x.Kind {
 	case syntax.LitInt:
-		i, err := strconv.ParseInt(strings.TrimLeft(x.Value, "0"), 10, 64)
-		if x.Value != "" && strings.Trim(x.Value, "0") == "" {
+		digits := strings.TrimLeft(x.Value, "0")
+		if digits == "" {
 			return int64(0)
 		}
-		if err != nil {
-			c.errorf(x.Pos(), "integer literal %s is too large", x.Raw)
+		if i, err := strconv.ParseInt(digits, 10, 64); err == nil {
+			return i
 		}
-		return i
+		b, ok := new(big.Int).SetString(digits, 10)
+		if !ok {
+			c.errorf(x.Pos(), "invalid integer literal %s", x.Raw)
+			return int64(0)
+		}
+		return b
 	case syntax.LitFloat:
 		v := x.Value
 		if v == "" {
@@ -945,6 +951,9 @@ func (c *compiler) unary(x *syntax.UnaryExpr) evalFn {
 	default:
 		return func(f *frame) builtin.Value {
 			v := xf(f)
+			if _, isBig := builtin.Strip(v).(*big.Int); isBig {
+				return builtin.Strip(v)
+			}
 			if _, _, _, ok := builtin.Number(v); !ok {
 				throw(pos, builtin.TypeError, "bad operand type for unary +: '%s'", builtin.TypeName(v))
 			}

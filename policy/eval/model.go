@@ -2,6 +2,7 @@ package eval
 
 import (
 	"fmt"
+	"math/big"
 	"sort"
 
 	"github.com/vigilhq/vigil/policy/builtin"
@@ -217,6 +218,9 @@ func value(v trace.Value) builtin.Value {
 		if x.IsInt() {
 			if i, ok := x.Int64(); ok {
 				return i
+			}
+			if b, ok := new(big.Int).SetString(string(x), 10); ok {
+				return b
 			}
 		}
 		return x.Float64()

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"math"
+	"math/big"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -27,6 +28,9 @@ func throwErr(pos syntax.Pos, err error) {
 }
 
 func neg(f *frame, pos syntax.Pos, v builtin.Value) builtin.Value {
+	if b, ok := builtin.Strip(v).(*big.Int); ok {
+		return builtin.IntValue(new(big.Int).Neg(b))
+	}
 	i, fl, isF, ok := builtin.Number(v)
 	if !ok {
 		throw(pos, builtin.TypeError, "bad operand type for unary -: '%s'", builtin.TypeName(v))
@@ -35,13 +39,20 @@ func neg(f *frame, pos syntax.Pos, v builtin.Value) builtin.Value {
 		return -fl
 	}
 	if i == math.MinInt64 {
-		throw(pos, builtin.ValueError, "integer overflow")
+		return new(big.Int).Neg(big.NewInt(i))
 	}
 	return -i
 }
 
 func arith(f *frame, pos syntax.Pos, op syntax.Token, a, b builtin.Value) builtin.Value {
 	a, b = builtin.Strip(a), builtin.Strip(b)
+	_, aBig := a.(*big.Int)
+	_, bBig := b.(*big.Int)
+	if aBig || bBig {
+		if v, ok := bigArith(pos, op, a, b); ok {
+			return v
+		}
+	}
 	ai, af, afl, aok := builtin.Number(a)
 	bi, bf, bfl, bok := builtin.Number(b)
 	if aok && bok {
@@ -105,30 +116,31 @@ func arith(f *frame, pos syntax.Pos, op syntax.Token, a, b builtin.Value) builti
 	return nil
 }
 
+// intOp applies op to two int64 values; results that do not fit an int64
+// are computed exactly with big integers (spec §2.4: arbitrary precision).
 func intOp(pos syntax.Pos, op syntax.Token, a, b int64) builtin.Value {
-	overflow := func() { throw(pos, builtin.ValueError, "integer overflow") }
 	switch op {
 	case syntax.PLUS:
 		s := a + b
 		if (s > a) != (b > 0) {
-			overflow()
+			return bigOp(pos, op, big.NewInt(a), big.NewInt(b))
 		}
 		return s
 	case syntax.MINUS:
 		s := a - b
 		if (s < a) != (b > 0) {
-			overflow()
+			return bigOp(pos, op, big.NewInt(a), big.NewInt(b))
 		}
 		return s
 	case syntax.STAR:
-		if a != 0 && b != 0 {
-			p := a * b
-			if p/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
-				overflow()
-			}
-			return p
+		if a == 0 || b == 0 {
+			return int64(0)
 		}
-		return int64(0)
+		p := a * b
+		if p/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
+			return bigOp(pos, op, big.NewInt(a), big.NewInt(b))
+		}
+		return p
 	case syntax.SLASH:
 		if b == 0 {
 			throw(pos, builtin.ZeroDivision, "division by zero")
@@ -137,6 +149,9 @@ func intOp(pos syntax.Pos, op syntax.Token, a, b int64) builtin.Value {
 	case syntax.PERCENT:
 		if b == 0 {
 			throw(pos, builtin.ZeroDivision, "integer modulo by zero")
+		}
+		if b == -1 {
+			return int64(0)
 		}
 		m := a % b
 		if m != 0 && (m < 0) != (b < 0) {
@@ -150,28 +165,74 @@ func intOp(pos syntax.Pos, op syntax.Token, a, b int64) builtin.Value {
 			}
 			return math.Pow(float64(a), float64(b))
 		}
-		r := int64(1)
-		base := a
-		for e := b; e > 0; e >>= 1 {
-			if e&1 == 1 {
-				n := r * base
-				if base != 0 && n/base != r {
-					overflow()
-				}
-				r = n
-			}
-			if e > 1 {
-				n := base * base
-				if base != 0 && n/base != base {
-					overflow()
-				}
-				base = n
-			}
-		}
-		return r
+		return bigOp(pos, op, big.NewInt(a), big.NewInt(b))
 	}
 	throw(pos, builtin.TypeError, "unsupported operator %s", op)
 	return nil
+}
+
+// maxBigBits bounds the size of integer results (a budget: 2 ** 10 ** 9
+// would otherwise exhaust memory).
+const maxBigBits = 1 << 16
+
+// bigArith applies op when an operand is a big integer; ok is false when
+// the operands are not both numbers (the caller reports the type error).
+func bigArith(pos syntax.Pos, op syntax.Token, a, b builtin.Value) (builtin.Value, bool) {
+	x, ok1 := builtin.BigInt(a)
+	y, ok2 := builtin.BigInt(b)
+	if ok1 && ok2 {
+		return bigOp(pos, op, x, y), true
+	}
+	fa, fb := builtin.ToFloat(a), builtin.ToFloat(b)
+	if fa == nil || fb == nil {
+		return nil, false
+	}
+	return floatOp(pos, op, *fa, *fb), true
+}
+
+func bigOp(pos syntax.Pos, op syntax.Token, x, y *big.Int) builtin.Value {
+	r := new(big.Int)
+	switch op {
+	case syntax.PLUS:
+		r.Add(x, y)
+	case syntax.MINUS:
+		r.Sub(x, y)
+	case syntax.STAR:
+		if x.BitLen()+y.BitLen() > maxBigBits {
+			throw(pos, builtin.ValueError, "integer result too large")
+		}
+		r.Mul(x, y)
+	case syntax.SLASH:
+		if y.Sign() == 0 {
+			throw(pos, builtin.ZeroDivision, "division by zero")
+		}
+		f, _ := new(big.Rat).SetFrac(x, y).Float64()
+		return f
+	case syntax.PERCENT:
+		if y.Sign() == 0 {
+			throw(pos, builtin.ZeroDivision, "integer modulo by zero")
+		}
+		r.Rem(x, y)
+		if r.Sign() != 0 && r.Sign() != y.Sign() {
+			r.Add(r, y)
+		}
+	case syntax.POW:
+		if y.Sign() < 0 {
+			if x.Sign() == 0 {
+				throw(pos, builtin.ZeroDivision, "0 cannot be raised to a negative power")
+			}
+			fx, _ := new(big.Float).SetInt(x).Float64()
+			fy, _ := new(big.Float).SetInt(y).Float64()
+			return math.Pow(fx, fy)
+		}
+		if x.BitLen() > 1 && (!y.IsInt64() || int64(x.BitLen())*y.Int64() > maxBigBits) {
+			throw(pos, builtin.ValueError, "integer result too large")
+		}
+		r.Exp(x, y, nil)
+	default:
+		throw(pos, builtin.TypeError, "unsupported operator %s", op)
+	}
+	return builtin.IntValue(r)
 }
 
 func floatOp(pos syntax.Pos, op syntax.Token, a, b float64) builtin.Value {

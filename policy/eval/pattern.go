@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"math/big"
 	"strings"
 
 	"github.com/vigilhq/vigil/policy/builtin"
@@ -27,6 +28,7 @@ const (
 	patInt
 	patFloat
 	patRef
+	patBig
 )
 
 type patNode struct {
@@ -36,6 +38,7 @@ type patNode struct {
 	s     string
 	i     int64
 	f     float64
+	big   *big.Int
 	pos   syntax.Pos
 }
 
@@ -85,17 +88,23 @@ func (c *compiler) patArg(e syntax.Expr) patNode {
 			}
 			return patNode{kind: patString, s: x.Value, pos: x.Pos()}
 		case syntax.LitInt, syntax.LitFloat:
-			v := c.literal(x)
-			if i, ok := v.(int64); ok {
-				return patNode{kind: patInt, i: i}
+			switch v := c.literal(x).(type) {
+			case int64:
+				return patNode{kind: patInt, i: v}
+			case float64:
+				return patNode{kind: patFloat, f: v}
+			case *big.Int:
+				return patNode{kind: patBig, big: v}
 			}
-			return patNode{kind: patFloat, f: v.(float64)}
 		}
 	case *syntax.UnaryExpr:
 		if x.Op == syntax.MINUS {
 			if lit, ok := x.X.(*syntax.BasicLit); ok && (lit.Kind == syntax.LitInt || lit.Kind == syntax.LitFloat) {
 				n := c.patArg(lit)
 				n.i, n.f = -n.i, -n.f
+				if n.big != nil {
+					n.big = new(big.Int).Neg(n.big)
+				}
 				return n
 			}
 		}
@@ -189,6 +198,9 @@ func (n *patNode) match(f *frame, pos syntax.Pos, v builtin.Value) bool {
 	case patFloat:
 		x, ok := v.(float64)
 		return ok && x == n.f
+	case patBig:
+		x, ok := v.(*big.Int)
+		return ok && x.Cmp(n.big) == 0
 	case patRef:
 		if n.s == "DUMMY" {
 			return v == "__DUMMY__"
