@@ -319,7 +319,7 @@ func scanNumeric(text string, s, e int, add func(string, int, int, float64)) {
 		}
 	}
 	for _, loc := range ipv4RE.FindAllStringIndex(run, -1) {
-		if bounded(loc[0], loc[1]) && validIPv4(run[loc[0]:loc[1]]) {
+		if bounded(loc[0], loc[1]) && validIPv4(run[loc[0]:loc[1]]) && !sectionNumber(text, s+loc[0]) {
 			add(EntityIP, s+loc[0], s+loc[1], 1)
 		}
 	}
@@ -428,6 +428,22 @@ func validSSN(s string) bool {
 	}
 	// Widely published sample numbers.
 	return d != "123456789" && d != "078051120" && d != "219099999"
+}
+
+// sectionNumber reports whether the dotted number at i follows a word
+// that makes it a section or version number ("section 8.1.2.2",
+// "RFC 7540, 8.1.2.2", "§5.1.1.5", "version 1.2.3.4").
+func sectionNumber(text string, i int) bool {
+	if strings.Contains(strings.ToLower(text[max(0, i-16):i]), "rfc") {
+		return true
+	}
+	before := strings.ToLower(text[max(0, i-10):i])
+	for _, w := range []string{"section ", "sections ", "sec. ", "§", "§ ", "version ", "ver. ", "v"} {
+		if strings.HasSuffix(before, w) {
+			return w != "v" || i < 2 || !isAlnumByte(text[i-2])
+		}
+	}
+	return false
 }
 
 func validIPv4(s string) bool {

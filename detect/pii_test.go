@@ -37,6 +37,7 @@ func TestPII(t *testing.T) {
 		{"iban bad checksum", "DE89370400440532013001", nil},
 		{"ipv4", "host 192.168.1.20 and 10.0.0.1", []string{"IP_ADDRESS:192.168.1.20", "IP_ADDRESS:10.0.0.1"}},
 		{"not ipv4", "version 1.2.3.4.5 and 999.1.1.1", nil},
+		{"section and version numbers are not addresses", "see section 5.1.1.5, §8.1.2.2, (RFC 7540, 8.1.2.2) and v1.2.3.4", nil},
 		{"ipv6", "addr 2001:db8::8a2e:370:7334 ok", []string{"IP_ADDRESS:2001:db8::8a2e:370:7334"}},
 		{"not ipv6", "std::vector at 10:30:00 and a::b", nil},
 		{"ssn", "SSN 536-90-4399.", []string{"US_SSN:536-90-4399"}},
