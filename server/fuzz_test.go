@@ -1,0 +1,72 @@
+package server
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/vigilhq/vigil/store"
+)
+
+// FuzzParsePush feeds arbitrary bodies to the push decoder and the ingest
+// normaliser. Every input must either be accepted or rejected with an
+// *Error of status 400 (invalid_json, invalid_request, invalid_dataset_name
+// or invalid_address); nothing may panic.
+func FuzzParsePush(f *testing.F) {
+	for _, s := range []string{
+		`{"messages": [[{"role": "user", "content": "hi"}]], "dataset": "d"}`,
+		`{"messages": [[{"role": "assistant", "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}]], "annotations": [[{"content": "x", "address": "messages.0.tool_calls.0.function.arguments.a:0-1"}]], "metadata": [{"name": "n", "hierarchy_path": ["a"]}]}`,
+		`{"messages": [[{"role": "tool", "tool_call_id": "1", "content": [{"type": "text", "text": "t"}], "message_id": "m1", "timestamp": "2025-01-01T00:00:00Z"}]]}`,
+		`{"messages": [[{"type": "function", "function": {"name": "bare"}}, {"tools": [{"name": "t"}]}]]}`,
+		`{"messages": [[{"role": 5}]], "annotations": null, "metadata": null, "dataset": null}`,
+		`{"messages": [[1]]}`, `{"messages": []}`, `[]`, `{`, `{"messages": [[{"message_id": "dup"}, {"message_id": "dup"}]]}`,
+		"{\"messages\": [[{\"content\": \"\\ud800\"}]]}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := parsePush(body)
+		if err != nil {
+			checkFuzzErr(t, err)
+			return
+		}
+		var warn warnings
+		for i, raw := range req.messages {
+			pe, err := prepareTrace(raw, ingestOptions{traceIdx: i}, &warn)
+			if err != nil {
+				checkFuzzErr(t, err)
+				continue
+			}
+			if len(pe.messages) != len(pe.events) {
+				t.Fatalf("trace %d: %d messages for %d events", i, len(pe.messages), len(pe.events))
+			}
+			ids := map[string]bool{}
+			for _, m := range pe.messages {
+				if ids[m.ID] || !messageIDRx.MatchString(m.ID) {
+					t.Fatalf("trace %d: bad or duplicate message id %q", i, m.ID)
+				}
+				ids[m.ID] = true
+			}
+		}
+		if len(warn) > maxWarnings {
+			t.Fatalf("%d warnings, cap is %d", len(warn), maxWarnings)
+		}
+		for i := range req.annotations {
+			if _, err := newAnnotations(req.annotations[i], &principal{User: &store.User{ID: "u"}}, i); err != nil {
+				checkFuzzErr(t, err)
+			}
+		}
+	})
+}
+
+func checkFuzzErr(t *testing.T, err error) {
+	t.Helper()
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Status != 400 {
+		t.Fatalf("unexpected error %T: %v", err, err)
+	}
+	switch ae.Code {
+	case CodeInvalidJSON, CodeInvalidRequest, CodeInvalidDatasetName, CodeInvalidAddress:
+	default:
+		t.Fatalf("unexpected code %s: %v", ae.Code, err)
+	}
+}
