@@ -260,3 +260,31 @@ func prevOf(rs []*Receipt, i int) *Receipt {
 	}
 	return rs[i-1]
 }
+
+// FuzzBind: any stored event gives at least one node and a receipt whose
+// input commits to the event's canonical form.
+func FuzzBind(f *testing.F) {
+	for _, e := range nodeEvents {
+		f.Add([]byte(e))
+	}
+	f.Fuzz(func(t *testing.T, event []byte) {
+		b := NewNodeBuilder("run", "vigil", nil)
+		bind, err := b.Bind(3, event, Tail{})
+		if err != nil {
+			if _, perr := Parse(event); perr == nil {
+				t.Fatalf("Bind rejected parseable JSON: %v", err)
+			}
+			return
+		}
+		if len(bind.Nodes) == 0 || bind.Nodes[0].ParentID != nil && bind.Nodes[0].ActionType != ActionToolResult {
+			t.Fatalf("nodes %+v", bind.Nodes)
+		}
+		r, err := bind.Seal(Tail{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !serverEventMatches("run", 3, event, NodeIDs(bind.Nodes), r) {
+			t.Fatalf("receipt does not commit to the event: %s", r.Raw)
+		}
+	})
+}
