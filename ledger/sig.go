@@ -23,10 +23,15 @@ type keyVerifier struct {
 	negA *edwards25519.Point // −A; nil when pub is not a curve point
 }
 
+// newKeyVerifier prepares pub. A key that is not a curve point, or is a
+// point of small order (such as all zero bytes), verifies nothing: under
+// the cofactored equation anyone could forge signatures for it, and honest
+// key generation never yields one.
 func newKeyVerifier(pub ed25519.PublicKey) *keyVerifier {
 	kv := &keyVerifier{pub: pub}
 	if len(pub) == ed25519.PublicKeySize {
-		if a, err := new(edwards25519.Point).SetBytes(pub); err == nil {
+		a, err := new(edwards25519.Point).SetBytes(pub)
+		if err == nil && new(edwards25519.Point).MultByCofactor(a).Equal(edwards25519.NewIdentityPoint()) != 1 {
 			kv.negA = new(edwards25519.Point).Negate(a)
 		}
 	}

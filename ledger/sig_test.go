@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
+	"strings"
 	"testing"
 
 	"filippo.io/edwards25519"
@@ -86,6 +87,32 @@ func TestSignatureEdgeCases(t *testing.T) {
 	notPoint, _ := hex.DecodeString("0200000000000000000000000000000000000000000000000000000000000000")
 	if VerifySignature(notPoint, msg, specHashes[0].sig) {
 		t.Error("accepted with a public key that is not a point")
+	}
+}
+
+// TestSmallOrderKeysVerifyNothing: for a small-order public key the
+// cofactored equation holds for R = [S]B whatever the message, so such
+// keys (all zero bytes, the identity, the torsion points) must verify no
+// signature at all — a server that passes an all-zero key to mean "no
+// key" must not accept forgeries.
+func TestSmallOrderKeysVerifyNothing(t *testing.T) {
+	var sb [64]byte
+	copy(sb[:], "any scalar will do for this forgery; the key has small order!!!")
+	s, _ := edwards25519.NewScalar().SetUniformBytes(sb[:])
+	R := new(edwards25519.Point).ScalarBaseMult(s)
+	forged := hex.EncodeToString(append(R.Bytes(), s.Bytes()...))
+	for _, k := range []string{strings.Repeat("00", 32), "01" + strings.Repeat("00", 31), order8Point} {
+		pub, err := ParsePublicKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if VerifySignature(pub, specHashes[0].hash, forged) {
+			t.Errorf("key %s accepted a forged signature", k)
+		}
+		res, err := VerifyChain([]*Receipt{{Hash: "h", PreviousHash: "0", Signature: forged}, {Hash: "h2", PreviousHash: "h", Signature: forged}}, VerifyOptions{PublicKey: pub})
+		if err != nil || asJSON(res.Errors) != `[{"index":0,"reason":"hash_mismatch"},{"index":0,"reason":"signature"},{"index":1,"reason":"hash_mismatch"},{"index":1,"reason":"signature"},{"index":1,"reason":"duplicate_id"}]` {
+			t.Errorf("key %s: %s %v", k, asJSON(res.Errors), err)
+		}
 	}
 }
 
