@@ -71,18 +71,40 @@ Exit status: 0 all files valid, 1 some file invalid, 2 some file unreadable.`, s
 	}
 	worst := 0
 	for _, name := range files {
-		data, err := readTraceInput(name, stdin)
-		if err != nil {
-			fmt.Fprintf(stderr, "vigil: trace lint: %v\n", err)
-			worst = 2
-			continue
-		}
 		l := linter{name: name, out: stdout, warnings: !*noWarn}
 		var summary string
-		if isJSONL(name, data) {
-			summary = l.dataset(data)
+		if hasJSONLExt(name) {
+			// A dataset streams: memory stays bounded by its longest line.
+			f, err := os.Open(name)
+			if err != nil {
+				fmt.Fprintf(stderr, "vigil: trace lint: %v\n", err)
+				worst = 2
+				continue
+			}
+			summary, err = l.dataset(f)
+			f.Close()
+			if err != nil {
+				fmt.Fprintf(stderr, "vigil: trace lint: %s: %v\n", name, err)
+				worst = 2
+				continue
+			}
 		} else {
-			summary = l.trace(data)
+			data, err := readTraceInput(name, stdin)
+			if err != nil {
+				fmt.Fprintf(stderr, "vigil: trace lint: %v\n", err)
+				worst = 2
+				continue
+			}
+			if isJSONL(name, data) {
+				summary, err = l.dataset(bytes.NewReader(data))
+			} else {
+				summary = l.trace(data)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "vigil: trace lint: %s: %v\n", name, err)
+				worst = 2
+				continue
+			}
 		}
 		if l.problems > 0 {
 			worst = max(worst, 1)
@@ -103,13 +125,21 @@ func readTraceInput(name string, stdin io.Reader) ([]byte, error) {
 	return os.ReadFile(name)
 }
 
-// isJSONL tells a JSONL dataset from a JSON trace: by extension, else by
-// content (the whole input is not one JSON value, but its first line is).
-func isJSONL(name string, data []byte) bool {
+func hasJSONLExt(name string) bool {
 	switch strings.ToLower(filepath.Ext(name)) {
 	case ".jsonl", ".ndjson":
 		return true
-	case ".json":
+	}
+	return false
+}
+
+// isJSONL tells a JSONL dataset from a JSON trace: by extension, else by
+// content (the whole input is not one JSON value, but its first line is).
+func isJSONL(name string, data []byte) bool {
+	if hasJSONLExt(name) {
+		return true
+	}
+	if strings.EqualFold(filepath.Ext(name), ".json") {
 		return false
 	}
 	if _, err := trace.ParseValue(data); err == nil {
@@ -192,20 +222,21 @@ func (l *linter) trace(data []byte) string {
 	return fmt.Sprintf("%d events", len(t.Events))
 }
 
-func (l *linter) dataset(data []byte) string {
-	r := trace.NewReader(bytes.NewReader(data))
-	r.ContinueOnError = true
+// dataset lints a JSONL dataset read from r. The error is a read error
+// (the file is unreadable), not a problem in it.
+func (l *linter) dataset(r io.Reader) (string, error) {
+	rd := trace.NewReader(r)
+	rd.ContinueOnError = true
 	n := 0
 	for {
-		e, err := r.Next()
+		e, err := rd.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			var le *trace.LineError
 			if !errors.As(err, &le) {
-				l.report(0, 0, "", err.Error())
-				break
+				return "", err
 			}
 			if errors.Is(le.Err, trace.ErrDataset) {
 				msg := strings.TrimPrefix(le.Err.Error(), trace.ErrDataset.Error()+": ")
@@ -219,7 +250,7 @@ func (l *linter) dataset(data []byte) string {
 			l.traceWarnings(e.Trace, e.Line-1)
 		}
 	}
-	return fmt.Sprintf("%d traces", n)
+	return fmt.Sprintf("%d traces", n), nil
 }
 
 func runTraceGet(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -248,13 +279,21 @@ unreadable file or bad address.`, stderr)
 	if err != nil {
 		return fmt.Errorf("trace get: %w", err)
 	}
-	data, err := readTraceInput(pos[0], stdin)
-	if err != nil {
-		return fmt.Errorf("trace get: %w", err)
-	}
 	var t *trace.Trace
-	if isJSONL(pos[0], data) {
-		t, err = nthTrace(data, *n)
+	if hasJSONLExt(pos[0]) {
+		f, err := os.Open(pos[0])
+		if err != nil {
+			return fmt.Errorf("trace get: %w", err)
+		}
+		t, err = nthTrace(f, *n)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("trace get %s: %w", pos[0], err)
+		}
+	} else if data, err := readTraceInput(pos[0], stdin); err != nil {
+		return fmt.Errorf("trace get: %w", err)
+	} else if isJSONL(pos[0], data) {
+		t, err = nthTrace(bytes.NewReader(data), *n)
 		if err != nil {
 			return fmt.Errorf("trace get %s: %w", pos[0], err)
 		}
@@ -289,8 +328,8 @@ unreadable file or bad address.`, stderr)
 }
 
 // nthTrace returns trace n (0-based among trace lines) of a JSONL dataset.
-func nthTrace(data []byte, n int) (*trace.Trace, error) {
-	r := trace.NewReader(bytes.NewReader(data))
+func nthTrace(rd io.Reader, n int) (*trace.Trace, error) {
+	r := trace.NewReader(rd)
 	for i := 0; ; i++ {
 		e, err := r.Next()
 		if err == io.EOF {

@@ -66,7 +66,7 @@ func TestTraceLint(t *testing.T) {
 			p("warn.json") + ":1:62: events[0].function.arguments: warning: invalid tool arguments at event 0\n", ""},
 		{"no_warnings", []string{"trace", "lint", "-no-warnings", p("warn.json")}, 0, "", ""},
 		{"syntax", []string{"trace", "lint", p("syntax.json")}, 1,
-			p("syntax.json") + ":2:19: unexpected '}' in object, want a string key\n", ""},
+			p("syntax.json") + ":2:19: unexpected '}' after ',' (trailing comma), want a string key\n", ""},
 		{"dataset", []string{"trace", "lint", p("dataset")}, 1,
 			p("dataset") + `:3:11: events[0].role: "role" is number, want a string` + "\n" +
 				p("dataset") + ":4:1: The file cannot contain both raw event lists and annotated event lists.\n" +
