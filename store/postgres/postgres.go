@@ -215,6 +215,38 @@ func (t *txn) Rollback(ctx context.Context) error {
 	return t.tx.Rollback(context.WithoutCancel(ctx))
 }
 
+// RunBatch sends b's statements (and inserts below copyThreshold rows, as
+// multi-row INSERTs) in pgx batches, one round trip each; a larger insert
+// flushes the pending batch and goes through COPY, keeping b's order.
+func (t *txn) RunBatch(ctx context.Context, b *sqlstore.Batch) error {
+	var pb pgx.Batch
+	flush := func() error {
+		if pb.Len() == 0 {
+			return nil
+		}
+		err := t.tx.SendBatch(ctx, &pb).Close()
+		pb = pgx.Batch{}
+		return err
+	}
+	for _, it := range b.Items {
+		switch {
+		case it.Table == "":
+			pb.Queue(it.SQL, it.Args...)
+		case len(it.Rows) < copyThreshold:
+			q, args := insertSQL(it.Table, it.Cols, it.Rows)
+			pb.Queue(q, args...)
+		default:
+			if err := flush(); err != nil {
+				return err
+			}
+			if _, err := t.tx.CopyFrom(ctx, pgx.Identifier{it.Table}, it.Cols, pgx.CopyFromRows(it.Rows)); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
 // copyThreshold is the row count from which COPY beats one multi-row
 // INSERT (COPY costs an extra round trip to describe the table).
 const copyThreshold = 16
@@ -227,6 +259,13 @@ func (t *txn) BulkInsert(ctx context.Context, table string, cols []string, rows 
 		_, err := t.tx.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows))
 		return err
 	}
+	q, args := insertSQL(table, cols, rows)
+	_, err := t.tx.Exec(ctx, q, args...)
+	return err
+}
+
+// insertSQL renders one multi-row INSERT of rows with $n parameters.
+func insertSQL(table string, cols []string, rows [][]any) (string, []any) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "INSERT INTO %s (%s) VALUES ", table, strings.Join(cols, ", "))
 	args := make([]any, 0, len(rows)*len(cols))
@@ -244,6 +283,5 @@ func (t *txn) BulkInsert(ctx context.Context, table string, cols []string, rows 
 		}
 		sb.WriteByte(')')
 	}
-	_, err := t.tx.Exec(ctx, sb.String(), args...)
-	return err
+	return sb.String(), args
 }

@@ -325,7 +325,12 @@ type txn struct {
 	b  *backend
 }
 
-func (t *txn) Commit(context.Context) error   { return t.tx.Commit() }
+func (t *txn) Commit(context.Context) error { return t.tx.Commit() }
+
+// RunBatch runs b statement by statement: SQLite has no round trips to save.
+func (t *txn) RunBatch(ctx context.Context, b *sqlstore.Batch) error {
+	return sqlstore.RunSequentially(ctx, t, b)
+}
 func (t *txn) Rollback(context.Context) error { return t.tx.Rollback() }
 
 // BulkInsert inserts rows with multi-row INSERT statements of bulkRows

@@ -11,13 +11,15 @@ import (
 // fresh store (closed by b.Cleanup).
 //
 //   - Push: one PushTraces of 100 traces × 20 events (about 200 bytes
-//     each) with a receipt per event, the API's target batch; reports
-//     events/s.
+//     each) with a receipt per event from a SHA-256 test sealer, the API's
+//     target batch; reports events/s.
+//   - PushNoReceipts: the same without receipts (the store's own cost).
 //   - Append: one AppendEvents of 5 events with receipts to a growing trace.
 //   - GetTrace: a 20-event trace with messages.
 //   - Iter: streaming 1,000 traces × 20 events in index order.
 func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	b.Run("Push", func(b *testing.B) { BenchPush(b, open) })
+	b.Run("PushNoReceipts", func(b *testing.B) { benchPush(b, open(b), nil) })
 	b.Run("Append", func(b *testing.B) { benchAppend(b, open(b)) })
 	b.Run("GetTrace", func(b *testing.B) { benchGet(b, open(b)) })
 	b.Run("Iter", func(b *testing.B) { benchIter(b, open(b)) })
@@ -35,7 +37,10 @@ func benchEvents(prefix string, n int) []store.Message {
 
 // BenchPush is the Push benchmark alone (each backend's BenchmarkPush).
 func BenchPush(b *testing.B, open func(b *testing.B) store.Store) {
-	s := open(b)
+	benchPush(b, open(b), chainSeal)
+}
+
+func benchPush(b *testing.B, s store.Store, seal store.SealFunc) {
 	ctx := b.Context()
 	u := &store.User{Username: "bench"}
 	must(b, s.CreateUser(ctx, u))
@@ -43,7 +48,7 @@ func BenchPush(b *testing.B, open func(b *testing.B) store.Store) {
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {
-		req := store.PushRequest{OwnerID: u.ID, DatasetName: "bench", CreateIfMissing: true, Seal: chainSeal}
+		req := store.PushRequest{OwnerID: u.ID, DatasetName: "bench", CreateIfMissing: true, Seal: seal}
 		for i := range traces {
 			req.Traces = append(req.Traces, store.NewTrace{Name: "t", Messages: benchEvents(fmt.Sprintf("b%d-%d", n, i), per)})
 		}

@@ -53,6 +53,54 @@ type Tx interface {
 	// BulkInsert inserts rows into table (columns cols) as fast as the
 	// backend can: prepared statements on SQLite, COPY on PostgreSQL.
 	BulkInsert(ctx context.Context, table string, cols []string, rows [][]any) error
+	// RunBatch runs b's writes in order, in as few round trips as the
+	// backend can (one pgx batch on PostgreSQL), and returns the first
+	// error.
+	RunBatch(ctx context.Context, b *Batch) error
+}
+
+// Batch is an ordered list of writes for Tx.RunBatch.
+type Batch struct {
+	Items []BatchItem
+}
+
+// BatchItem is one write: a statement (SQL, Args) or, when Table is set,
+// rows for BulkInsert.
+type BatchItem struct {
+	SQL   string
+	Args  []any
+	Table string
+	Cols  []string
+	Rows  [][]any
+}
+
+// Exec queues a statement.
+func (b *Batch) Exec(sql string, args ...any) {
+	b.Items = append(b.Items, BatchItem{SQL: sql, Args: args})
+}
+
+// Insert queues rows for table; nothing when rows is empty.
+func (b *Batch) Insert(table string, cols []string, rows [][]any) {
+	if len(rows) > 0 {
+		b.Items = append(b.Items, BatchItem{Table: table, Cols: cols, Rows: rows})
+	}
+}
+
+// RunSequentially runs b one write at a time: the RunBatch of backends
+// without pipelining.
+func RunSequentially(ctx context.Context, tx Tx, b *Batch) error {
+	for _, it := range b.Items {
+		if it.Table != "" {
+			if err := tx.BulkInsert(ctx, it.Table, it.Cols, it.Rows); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := tx.Exec(ctx, it.SQL, it.Args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Backend is what a database contributes.

@@ -31,26 +31,41 @@ func sessionRow(s *store.Session) []any {
 		s.Tail.LastHash, s.Tail.LastTimestamp}
 }
 
+// sessionScan receives a ledger_sessions row.
+type sessionScan struct {
+	s                                   store.Session
+	run, spk, reason, root, ch, cs, ext *string
+	created                             int64
+	closed, tampered                    *int64
+}
+
+func (x *sessionScan) dest() []any {
+	s := &x.s
+	return []any{&s.ID, &x.run, &s.OwnerID, &s.Name, &s.Agent, &s.Signer, &x.spk, &x.created, &x.closed, &x.tampered, &x.reason,
+		&s.ReceiptCount, &x.root, &x.ch, &x.cs, &x.ext, &s.Tail.LastHash, &s.Tail.LastTimestamp}
+}
+
+func (x *sessionScan) finish() *store.Session {
+	s := &x.s
+	s.RunID, s.SignerPublicKey, s.RootHash, s.CloseHash, s.CloseSignature = str(x.run), str(x.spk), str(x.root), str(x.ch), str(x.cs)
+	if x.reason != nil {
+		s.TamperReason = json.RawMessage(*x.reason)
+	}
+	if x.ext != nil {
+		s.Extra = json.RawMessage(*x.ext)
+	}
+	s.CreatedAt = fromMicros(x.created)
+	s.ClosedAt, s.TamperedAt = fromMicrosPtr(x.closed), fromMicrosPtr(x.tampered)
+	s.Tail.Count = s.ReceiptCount
+	return s
+}
+
 func scanSession(r interface{ Scan(...any) error }) (*store.Session, error) {
-	s := &store.Session{}
-	var run, spk, reason, root, ch, cs, extra *string
-	var created int64
-	var closed, tampered *int64
-	if err := r.Scan(&s.ID, &run, &s.OwnerID, &s.Name, &s.Agent, &s.Signer, &spk, &created, &closed, &tampered, &reason,
-		&s.ReceiptCount, &root, &ch, &cs, &extra, &s.Tail.LastHash, &s.Tail.LastTimestamp); err != nil {
+	var x sessionScan
+	if err := r.Scan(x.dest()...); err != nil {
 		return nil, err
 	}
-	s.RunID, s.SignerPublicKey, s.RootHash, s.CloseHash, s.CloseSignature = str(run), str(spk), str(root), str(ch), str(cs)
-	if reason != nil {
-		s.TamperReason = json.RawMessage(*reason)
-	}
-	if extra != nil {
-		s.Extra = json.RawMessage(*extra)
-	}
-	s.CreatedAt = fromMicros(created)
-	s.ClosedAt, s.TamperedAt = fromMicrosPtr(closed), fromMicrosPtr(tampered)
-	s.Tail.Count = s.ReceiptCount
-	return s, nil
+	return x.finish(), nil
 }
 
 // lockSession reads session id and locks its row until tx ends.
@@ -62,10 +77,15 @@ func (s *Store) lockSession(ctx context.Context, tx Tx, id string) (*store.Sessi
 	return sess, nil
 }
 
+const saveTailSQL = `UPDATE ledger_sessions SET receipt_count = $2, root_hash = $3, tail_hash = $4, tail_timestamp = $5 WHERE id = $1`
+
+func saveTailArgs(sess *store.Session) []any {
+	return []any{sess.ID, sess.Tail.Count, nullString(sess.RootHash), sess.Tail.LastHash, sess.Tail.LastTimestamp}
+}
+
 // saveTail writes sess's chain tail.
 func (s *Store) saveTail(ctx context.Context, tx Tx, sess *store.Session) error {
-	_, err := tx.Exec(ctx, `UPDATE ledger_sessions SET receipt_count = $2, root_hash = $3, tail_hash = $4, tail_timestamp = $5 WHERE id = $1`,
-		sess.ID, sess.Tail.Count, nullString(sess.RootHash), sess.Tail.LastHash, sess.Tail.LastTimestamp)
+	_, err := tx.Exec(ctx, saveTailSQL, saveTailArgs(sess)...)
 	if err != nil {
 		return fmt.Errorf("session %s tail: %w", sess.ID, err)
 	}

@@ -1,11 +1,17 @@
 package sqlstore
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // Migrations returns the append-only migration list for kind ("sqlite" or
 // "postgres"). Never edit or reorder an entry once released: add a new one.
 // Each entry runs in its own transaction. The DDL is common to both
-// databases except for the markers replaced here ({{WITHOUT_ROWID}}).
+// databases except for what is rewritten here: {{WITHOUT_ROWID}} becomes
+// SQLite's WITHOUT ROWID, and on PostgreSQL every TEXT column is declared
+// COLLATE "C", so keys compare as bytes (as SQLite's BINARY does: both
+// backends sort alike) and index maintenance skips the locale's strcoll.
 func Migrations(kind string) []string {
 	out := make([]string, len(migrations))
 	for i, m := range migrations {
@@ -13,11 +19,15 @@ func Migrations(kind string) []string {
 			m = strings.ReplaceAll(m, "{{WITHOUT_ROWID}}", "WITHOUT ROWID")
 		} else {
 			m = strings.ReplaceAll(m, "{{WITHOUT_ROWID}}", "")
+			m = textColumn.ReplaceAllString(m, `$1 TEXT COLLATE "C"`)
 		}
 		out[i] = m
 	}
 	return out
 }
+
+// textColumn matches a TEXT column declaration.
+var textColumn = regexp.MustCompile(`(?m)^(\t[a-z_0-9]+) TEXT\b`)
 
 var migrations = []string{
 	// 1: accounts, datasets, traces, messages, annotations, tool registry,

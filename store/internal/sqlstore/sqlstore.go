@@ -174,7 +174,7 @@ func notFound(err error, what string) error {
 // conflict wraps store.ErrConflict when err is a unique violation.
 func (s *Store) conflict(err error, what string) error {
 	if s.b.IsUnique(err) {
-		return fmt.Errorf("%s: %w", what, store.ErrConflict)
+		return fmt.Errorf("%s: %w: %v", what, store.ErrConflict, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

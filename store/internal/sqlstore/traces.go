@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vigilhq/vigil/store"
@@ -15,24 +16,39 @@ const traceCols = `id, dataset_id, idx, owner_id, name, hierarchy_path, metadata
 
 var traceColList = splitCols(traceCols)
 
-func scanTrace(r interface{ Scan(...any) error }) (*store.Trace, error) {
-	t := &store.Trace{}
-	var ds, name, sk, key *string
-	var hp, md, status string
-	var ended *int64
-	var tc, tl int64
-	if err := r.Scan(&t.ID, &ds, &t.Index, &t.OwnerID, &name, &hp, &md, &sk, &t.SessionID, &key, &t.Shared, &status, &ended, &tc, &tl, &t.MessageCount); err != nil {
-		return nil, err
-	}
-	t.DatasetID, t.Name, t.SessionKey, t.KeyID = str(ds), str(name), str(sk), str(key)
-	if err := json.Unmarshal([]byte(hp), &t.HierarchyPath); err != nil {
+// traceScan receives a traces row.
+type traceScan struct {
+	t               store.Trace
+	ds, name, sk, k *string
+	hp, md, status  string
+	ended           *int64
+	tc, tl          int64
+}
+
+func (x *traceScan) dest() []any {
+	t := &x.t
+	return []any{&t.ID, &x.ds, &t.Index, &t.OwnerID, &x.name, &x.hp, &x.md, &x.sk, &t.SessionID, &x.k, &t.Shared, &x.status, &x.ended, &x.tc, &x.tl, &t.MessageCount}
+}
+
+func (x *traceScan) finish() (*store.Trace, error) {
+	t := &x.t
+	t.DatasetID, t.Name, t.SessionKey, t.KeyID = str(x.ds), str(x.name), str(x.sk), str(x.k)
+	if err := json.Unmarshal([]byte(x.hp), &t.HierarchyPath); err != nil {
 		return nil, fmt.Errorf("trace %s hierarchy_path: %w", t.ID, err)
 	}
-	t.Metadata = json.RawMessage(md)
-	t.Status = store.RunStatus(status)
-	t.EndedAt = fromMicrosPtr(ended)
-	t.TimeCreated, t.TimeLastPushed = fromMicros(tc), fromMicros(tl)
+	t.Metadata = json.RawMessage(x.md)
+	t.Status = store.RunStatus(x.status)
+	t.EndedAt = fromMicrosPtr(x.ended)
+	t.TimeCreated, t.TimeLastPushed = fromMicros(x.tc), fromMicros(x.tl)
 	return t, nil
+}
+
+func scanTrace(r interface{ Scan(...any) error }) (*store.Trace, error) {
+	var x traceScan
+	if err := r.Scan(x.dest()...); err != nil {
+		return nil, err
+	}
+	return x.finish()
 }
 
 func traceRow(t *store.Trace) []any {
@@ -234,33 +250,22 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			}
 			res.Traces = append(res.Traces, t)
 		}
+		var b Batch
 		if ds != nil {
 			next := max(auto, maxExplicit+1, start)
-			if _, err := tx.Exec(ctx, `UPDATE datasets SET next_index = $2, num_traces = num_traces + $3, latest_trace_time = $4 WHERE id = $1`,
-				ds.ID, next, int64(len(req.Traces)), micros(at)); err != nil {
-				return fmt.Errorf("push into dataset %s: %w", ds.ID, err)
-			}
+			b.Exec(`UPDATE datasets SET next_index = $2, num_traces = num_traces + $3, latest_trace_time = $4 WHERE id = $1`,
+				ds.ID, next, int64(len(req.Traces)), micros(at))
 			ds.NextIndex = next
 			ds.NumTraces += len(req.Traces)
 			ds.LatestTraceTime = &at
 		}
-		for _, b := range []struct {
-			table string
-			cols  []string
-			rows  [][]any
-		}{
-			{"traces", traceColList, traceRows},
-			{"ledger_sessions", sessionColList, sessRows},
-			{"messages", messageColList, msgRows},
-			{"receipts", receiptColList, recRows},
-			{"annotations", annotationColList, annRows},
-		} {
-			if len(b.rows) == 0 {
-				continue
-			}
-			if err := tx.BulkInsert(ctx, b.table, b.cols, b.rows); err != nil {
-				return s.conflict(err, "push "+b.table)
-			}
+		b.Insert("traces", traceColList, traceRows)
+		b.Insert("ledger_sessions", sessionColList, sessRows)
+		b.Insert("messages", messageColList, msgRows)
+		b.Insert("receipts", receiptColList, recRows)
+		b.Insert("annotations", annotationColList, annRows)
+		if err := tx.RunBatch(ctx, &b); err != nil {
+			return s.conflict(err, "push")
 		}
 		if ds != nil {
 			return s.recordTools(ctx, tx, ds.ID, req.Tools, at)
@@ -386,20 +391,45 @@ func newSession(tmpl *store.Session, t *store.Trace, ownerID string, at time.Tim
 	return sess
 }
 
-// AppendEvents implements store.Traces.
+// prefixed returns cols with each name prefixed by alias.
+func prefixed(alias string, cols []string) string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = alias + "." + c
+	}
+	return strings.Join(out, ", ")
+}
+
+var lockTraceSQL = `SELECT ` + prefixed("t", traceColList) + `, ` + prefixed("s", sessionColList) +
+	` FROM traces t JOIN ledger_sessions s ON s.id = t.session_id WHERE t.id = $1`
+
+// lockTrace reads trace id and its session, locking both rows, in one
+// round trip.
+func (s *Store) lockTrace(ctx context.Context, tx Tx, id string) (*store.Trace, *store.Session, error) {
+	var xt traceScan
+	var xs sessionScan
+	if err := tx.QueryRow(ctx, lockTraceSQL+s.b.ForUpdate(), id).Scan(append(xt.dest(), xs.dest()...)...); err != nil {
+		return nil, nil, notFound(err, "trace "+id)
+	}
+	t, err := xt.finish()
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, xs.finish(), nil
+}
+
+// AppendEvents implements store.Traces. Round trips on PostgreSQL: the
+// locking read, one batch of writes, the tool registry when tools were
+// used, commit.
 func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*store.AppendResult, error) {
 	if len(req.Messages) == 0 {
 		return nil, fmt.Errorf("append to trace %s: no messages", req.TraceID)
 	}
 	var res *store.AppendResult
 	err := s.inTx(ctx, func(tx Tx) error {
-		t, err := scanTrace(tx.QueryRow(ctx, `SELECT `+traceCols+` FROM traces WHERE id = $1`+s.b.ForUpdate(), req.TraceID))
+		t, sess, err := s.lockTrace(ctx, tx, req.TraceID)
 		if err != nil {
-			return notFound(err, "trace "+req.TraceID)
-		}
-		sess, err := s.lockSession(ctx, tx, t.SessionID)
-		if err != nil {
-			return fmt.Errorf("append to trace %s: %w", t.ID, err)
+			return err
 		}
 		if t.Status != store.RunOpen {
 			return fmt.Errorf("append to trace %s: run is %s: %w", t.ID, t.Status, store.ErrFinished)
@@ -411,18 +441,6 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 		msgs, err := prepareMessages(t.ID, req.Messages, first)
 		if err != nil {
 			return err
-		}
-		ids := make([]string, len(msgs))
-		for i, m := range msgs {
-			ids[i] = m.ID
-		}
-		var dup string
-		switch err := tx.QueryRow(ctx, `SELECT message_id FROM messages WHERE trace_id = $1 AND `+s.b.In("message_id", 2)+` LIMIT 1`,
-			t.ID, s.b.ListArg(ids)).Scan(&dup); {
-		case err == nil:
-			return fmt.Errorf("append to trace %s: message id %q already in the trace: %w", t.ID, dup, store.ErrConflict)
-		case !errors.Is(err, ErrNoRows):
-			return fmt.Errorf("append to trace %s: %w", t.ID, err)
 		}
 		at := orNow(req.Time)
 		recs, err := seal(ctx, req.Seal, sess, t, first, msgs)
@@ -451,43 +469,31 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 		}
 		t.MessageCount += len(msgs)
 		t.TimeLastPushed = at
-		if _, err := tx.Exec(ctx, `UPDATE traces SET message_count = $2, time_last_pushed = $3 WHERE id = $1`,
-			t.ID, int64(t.MessageCount), micros(at)); err != nil {
-			return fmt.Errorf("append to trace %s: %w", t.ID, err)
-		}
+
+		var b Batch
+		b.Exec(`UPDATE traces SET message_count = $2, time_last_pushed = $3 WHERE id = $1`, t.ID, int64(t.MessageCount), micros(at))
 		if len(recs) > 0 {
-			if err := s.saveTail(ctx, tx, sess); err != nil {
-				return fmt.Errorf("append to trace %s: %w", t.ID, err)
-			}
+			b.Exec(saveTailSQL, saveTailArgs(sess)...)
 		}
 		rows := make([][]any, len(msgs))
 		for i := range msgs {
 			rows[i] = messageRow(t.ID, &msgs[i])
 		}
-		if err := tx.BulkInsert(ctx, "messages", messageColList, rows); err != nil {
+		b.Insert("messages", messageColList, rows)
+		rrows := make([][]any, len(recs))
+		for i := range recs {
+			rrows[i] = receiptRow(&recs[i])
+		}
+		b.Insert("receipts", receiptColList, rrows)
+		b.Insert("annotations", annotationColList, annRows)
+		if t.DatasetID != "" {
+			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at))
+		}
+		if err := tx.RunBatch(ctx, &b); err != nil {
 			return s.conflict(err, "append to trace "+t.ID)
 		}
-		if len(recs) > 0 {
-			rows := make([][]any, len(recs))
-			for i := range recs {
-				rows[i] = receiptRow(&recs[i])
-			}
-			if err := tx.BulkInsert(ctx, "receipts", receiptColList, rows); err != nil {
-				return s.conflict(err, "append receipts to session "+sess.ID)
-			}
-		}
-		if len(annRows) > 0 {
-			if err := tx.BulkInsert(ctx, "annotations", annotationColList, annRows); err != nil {
-				return s.conflict(err, "append annotations to trace "+t.ID)
-			}
-		}
-		if t.DatasetID != "" {
-			if _, err := tx.Exec(ctx, `UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at)); err != nil {
-				return fmt.Errorf("append to trace %s: %w", t.ID, err)
-			}
-			if err := s.recordTools(ctx, tx, t.DatasetID, req.Tools, at); err != nil {
-				return err
-			}
+		if err := s.recordTools(ctx, tx, t.DatasetID, req.Tools, at); err != nil {
+			return err
 		}
 		res = &store.AppendResult{Trace: t, Messages: msgs, Receipts: recs}
 		return nil
