@@ -37,6 +37,12 @@
 // listing every problem with its JSON path and line:column, computed
 // lazily from byte offsets only when an error is reported.
 //
+// # Concurrency
+//
+// Decoding builds a fresh trace; afterwards Flatten, Resolve, Encode and
+// the typed view only read it, so a trace that nobody mutates may be shared
+// between goroutines. Append mutates.
+//
 // Non-goals: the package does not evaluate rules (package policy), store
 // traces or rewrite images into blobs (the server), or canonicalise JSON
 // for hashing (package ledger). Converters from other formats live in

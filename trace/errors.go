@@ -26,7 +26,8 @@ type Error struct {
 	// Offset is the byte offset of the offending value in the input, -1
 	// when unknown (a trace built in memory).
 	Offset int
-	// Line and Col are the 1-based position of Offset (0 when unknown).
+	// Line and Col are the 1-based position of Offset (0 when unknown);
+	// Col counts bytes, as go/scanner and most editors' "col" do.
 	Line, Col int
 	// Msg describes the problem.
 	Msg string
