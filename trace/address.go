@@ -78,6 +78,7 @@ type AddressError struct {
 	Msg     string
 }
 
+// Error renders `address "A": at offset N: msg`.
 func (e *AddressError) Error() string {
 	return fmt.Sprintf("address %q: at offset %d: %s", e.Address, e.Offset, e.Msg)
 }

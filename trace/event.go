@@ -23,6 +23,7 @@ const (
 
 var kindNames = [...]string{"invalid", "message", "tool output", "tool call", "tools"}
 
+// String returns the kind name: "message", "tool output", ...
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
@@ -257,6 +258,7 @@ type Warning struct {
 	path []pathElem
 }
 
+// String renders `path: msg`.
 func (w Warning) String() string { return w.Path + ": " + w.Msg }
 
 // Form is the top-level shape a trace was decoded from; Encode writes the

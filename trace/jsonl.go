@@ -32,6 +32,7 @@ type LineError struct {
 	Err  error
 }
 
+// Error renders "line N: problem", one line per problem of an invalid trace.
 func (e *LineError) Error() string {
 	var l ErrorList
 	if errors.As(e.Err, &l) && len(l) > 1 {

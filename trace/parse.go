@@ -23,6 +23,7 @@ type SyntaxError struct {
 	Msg       string
 }
 
+// Error renders "line:col: msg".
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg)
 }
