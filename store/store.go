@@ -72,6 +72,9 @@ type Store interface {
 	Annotations
 	Ledger
 	Notifier
+	Blobs
+	SavedQueries
+	Idempotency
 }
 
 // Users stores the accounts of explorer-api §1.4 and §12.2.
@@ -306,6 +309,88 @@ type Notifier interface {
 	// reader loses payloads rather than blocking publishers (the buffer
 	// holds 64), so use it for invalidation, not for data.
 	Subscribe(ctx context.Context, channel string) (<-chan string, error)
+}
+
+// Blobs stores content-addressed images (explorer-api §2.1: SHA-256 per
+// owner, at most 20 MiB each; the size limit is the caller's).
+type Blobs interface {
+	// PutBlob stores b unless the owner already has a blob with that
+	// SHA256 (then the stored one is kept: same hash, same bytes).
+	// CreatedAt is defaulted; Size is set from Data.
+	PutBlob(ctx context.Context, b *Blob) error
+	// GetBlob returns the owner's blob with that hash, or ErrNotFound.
+	GetBlob(ctx context.Context, ownerID, sha256 string) (*Blob, error)
+	// DeleteBlob deletes it, or returns ErrNotFound.
+	DeleteBlob(ctx context.Context, ownerID, sha256 string) error
+}
+
+// SavedQueries stores a dataset's saved searches (explorer-api §2.5, §7.1);
+// the built-in ones are the server's.
+type SavedQueries interface {
+	// CreateSavedQuery inserts q (ID and TimeCreated defaulted).
+	// ErrNotFound when the dataset is absent.
+	CreateSavedQuery(ctx context.Context, q *SavedQuery) error
+	// GetSavedQuery returns it or ErrNotFound.
+	GetSavedQuery(ctx context.Context, id string) (*SavedQuery, error)
+	// ListSavedQueries returns the dataset's queries, oldest first.
+	ListSavedQueries(ctx context.Context, datasetID string) ([]*SavedQuery, error)
+	// DeleteSavedQuery deletes it or returns ErrNotFound. DeleteDataset
+	// deletes a dataset's queries too.
+	DeleteSavedQuery(ctx context.Context, id string) error
+}
+
+// Idempotency stores the responses replayed for repeated Idempotency-Key
+// requests (explorer-api §1.6). The flow: ReserveIdempotencyKey before doing
+// the work; if it returns an existing record, replay it (Status != 0),
+// report a request in flight (Status == 0), or answer 409 when its
+// RequestHash differs; otherwise do the work and CompleteIdempotencyKey, or
+// ReleaseIdempotencyKey when it failed without side effects.
+type Idempotency interface {
+	// ReserveIdempotencyKey inserts rec as pending (Status 0) unless a
+	// record with the same Principal and Key exists that was created at or
+	// after expiredBefore; an older one is replaced. It returns the record
+	// now stored and whether it is rec.
+	ReserveIdempotencyKey(ctx context.Context, rec *IdempotencyRecord, expiredBefore time.Time) (*IdempotencyRecord, bool, error)
+	// CompleteIdempotencyKey stores the response of a reserved key.
+	// ErrNotFound when no such reservation exists.
+	CompleteIdempotencyKey(ctx context.Context, principal, key string, status int, contentType string, body []byte) error
+	// ReleaseIdempotencyKey deletes a pending reservation (a completed one
+	// is kept); absent keys are fine.
+	ReleaseIdempotencyKey(ctx context.Context, principal, key string) error
+	// PurgeIdempotencyKeys deletes records created before before and
+	// returns how many.
+	PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int, error)
+}
+
+// Blob is a stored image.
+type Blob struct {
+	OwnerID     string
+	SHA256      string // lowercase hex of Data's SHA-256
+	ContentType string
+	Size        int64
+	Data        []byte
+	CreatedAt   time.Time
+}
+
+// SavedQuery is a saved search of a dataset.
+type SavedQuery struct {
+	ID          string
+	DatasetID   string
+	OwnerID     string
+	Name        string
+	Query       string
+	TimeCreated time.Time
+}
+
+// IdempotencyRecord is a reserved or completed Idempotency-Key.
+type IdempotencyRecord struct {
+	Principal   string // the key or user id the request authenticated as
+	Key         string // the Idempotency-Key header (at most 128 characters)
+	RequestHash string // hash of method, path and body, compared on replay
+	Status      int    // 0 while pending, else the HTTP status to replay
+	ContentType string
+	Body        []byte
+	CreatedAt   time.Time
 }
 
 // SystemMetadataKeys are the dataset metadata keys that replace_all never

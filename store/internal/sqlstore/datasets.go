@@ -190,6 +190,7 @@ func (s *Store) DeleteDataset(ctx context.Context, id string, closeFn store.Clos
 			`DELETE FROM messages WHERE trace_id IN (SELECT id FROM traces WHERE dataset_id = $1)`,
 			`DELETE FROM traces WHERE dataset_id = $1`,
 			`DELETE FROM dataset_tools WHERE dataset_id = $1`,
+			`DELETE FROM saved_queries WHERE dataset_id = $1`,
 			`DELETE FROM datasets WHERE id = $1`,
 		} {
 			if _, err := tx.Exec(ctx, q, id); err != nil {

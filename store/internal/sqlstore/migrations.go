@@ -9,7 +9,7 @@ import (
 // "postgres"). Never edit or reorder an entry once released: add a new one.
 // Each entry runs in its own transaction. The DDL is common to both
 // databases except for what is rewritten here: {{WITHOUT_ROWID}} becomes
-// SQLite's WITHOUT ROWID, and on PostgreSQL every TEXT column is declared
+// SQLite's WITHOUT ROWID, {{BYTES}} is BLOB or BYTEA, and on PostgreSQL every TEXT column is declared
 // COLLATE "C", so keys compare as bytes (as SQLite's BINARY does: both
 // backends sort alike) and index maintenance skips the locale's strcoll.
 func Migrations(kind string) []string {
@@ -17,8 +17,10 @@ func Migrations(kind string) []string {
 	for i, m := range migrations {
 		if kind == "sqlite" {
 			m = strings.ReplaceAll(m, "{{WITHOUT_ROWID}}", "WITHOUT ROWID")
+			m = strings.ReplaceAll(m, "{{BYTES}}", "BLOB")
 		} else {
 			m = strings.ReplaceAll(m, "{{WITHOUT_ROWID}}", "")
+			m = strings.ReplaceAll(m, "{{BYTES}}", "BYTEA")
 			m = textColumn.ReplaceAllString(m, `$1 TEXT COLLATE "C"`)
 		}
 		out[i] = m
@@ -179,5 +181,39 @@ CREATE TABLE agent_keys (
 	revoked_at BIGINT
 );
 CREATE UNIQUE INDEX agent_keys_active ON agent_keys (agent) WHERE revoked_at IS NULL;
+`,
+	// 2: blobs, saved queries, idempotency keys.
+	`
+CREATE TABLE blobs (
+	owner_id TEXT NOT NULL,
+	sha256 TEXT NOT NULL,
+	content_type TEXT NOT NULL,
+	size BIGINT NOT NULL,
+	data {{BYTES}} NOT NULL,
+	created_at BIGINT NOT NULL,
+	PRIMARY KEY (owner_id, sha256)
+);
+
+CREATE TABLE saved_queries (
+	id TEXT PRIMARY KEY,
+	dataset_id TEXT NOT NULL,
+	owner_id TEXT NOT NULL,
+	name TEXT NOT NULL,
+	query TEXT NOT NULL,
+	time_created BIGINT NOT NULL
+);
+CREATE INDEX saved_queries_dataset ON saved_queries (dataset_id, time_created);
+
+CREATE TABLE idempotency_keys (
+	principal TEXT NOT NULL,
+	key TEXT NOT NULL,
+	request_hash TEXT NOT NULL,
+	status INTEGER NOT NULL,
+	content_type TEXT NOT NULL,
+	body {{BYTES}},
+	created_at BIGINT NOT NULL,
+	PRIMARY KEY (principal, key)
+);
+CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
 `,
 }
