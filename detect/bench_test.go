@@ -97,3 +97,26 @@ func BenchmarkFuzzyContains(b *testing.B) {
 		FuzzyContains(text, "harbor wall in winter", 3)
 	}
 }
+
+// A typical chat message: the per-call overhead matters more than
+// throughput for the gateway's inline checks.
+func BenchmarkSmallMessage(b *testing.B) {
+	msg := "Sure! I've updated the config; the API endpoint is https://api.example.com/v1 and the retry limit is 3. Let me know if you need anything else."
+	for _, bc := range []struct {
+		name string
+		f    func(string)
+	}{
+		{"secrets", func(s string) { Secrets(s) }},
+		{"pii", func(s string) { PII(s, nil) }},
+		{"prompt_injection", func(s string) { PromptInjection(s) }},
+		{"unicode", func(s string) { Unicode(s, []string{"Cf", "Co", "Cn"}) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(msg)))
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.f(msg)
+			}
+		})
+	}
+}

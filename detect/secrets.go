@@ -50,8 +50,15 @@ type secretRule struct {
 	// operator" template: a keyword occurrence not followed by an operator
 	// within the template's reach cannot start a match.
 	assign bool
-	span   regexSpan // bounds of a match, for windowed search
+	// anchored is the rule's regex without its lazy `(?i)[\w.-]{0,50}?`
+	// prefix, anchored: it must match at the keyword for the rule to match
+	// there (a necessary condition, cheap to test).
+	anchored *regexp.Regexp
+	span     regexSpan // bounds of a match, for windowed search
 }
+
+// assignPrefix starts gitleaks' generated "keyword = secret" rules.
+const assignPrefix = `(?i)[\w.-]{0,50}?`
 
 // assignTemplate is the part of gitleaks' generated rules between the
 // keyword and the operator.
@@ -220,6 +227,11 @@ func (s *SecretScanner) loadGitleaks(name, src string) error {
 			}
 		}
 		r.span = spanOf(pat, r.keywords)
+		if r.assign && strings.HasPrefix(pat, assignPrefix) {
+			if a, err := regexp.Compile(`(?i)^(?:` + pat[len(assignPrefix):] + `)`); err == nil {
+				r.anchored = a
+			}
+		}
 		s.rules = append(s.rules, r)
 	}
 	return nil

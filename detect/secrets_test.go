@@ -70,6 +70,7 @@ func TestSecretsWindowsMatchWholeText(t *testing.T) {
 	texts := []string{
 		benchCorpus(t, "prose")[:6000],
 		"config:\n  api_key: \"Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3\"\n  token = 'ghp_" + strings.Repeat("x", 36) + "'\n",
+		"export STRIPE_SECRET_KEY=sk_live_4eC39HqLyjWDarjtT1zdp7dc\nAUTH_TOKEN:\n   \"Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3/abc+def=\"\nkeyring := \"x\"\npassword => 'correct-horse-battery-staple'\n",
 		"line\n" + strings.Repeat("x", 300) + " api_key = \"" + strings.Repeat("Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3", 30) + "\"\nmore",
 		"-----BEGIN PRIVATE KEY-----\n" + strings.Repeat("MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi6Z5Bqo7cJ3kN8xXo\n", 40) + "-----END PRIVATE KEY-----",
 	}
@@ -90,15 +91,18 @@ func TestSecretsWindowsMatchWholeText(t *testing.T) {
 			if len(hits) == 0 {
 				continue
 			}
-			r2 := *r
-			r2.assign = false
-			got := s.findNear(&r2, text, hits)
 			want := r.re.FindAllStringIndex(text, -1)
-			if len(got) == 0 && len(want) == 0 {
-				continue
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("text %d rule %s: windows %v, whole text %v", i, r.typ, got, want)
+			// Windows alone, then with the assignment prefilters.
+			r2 := *r
+			r2.assign, r2.anchored = false, nil
+			for _, rule := range []*secretRule{&r2, r} {
+				got := s.findNear(rule, text, hits)
+				if len(got) == 0 && len(want) == 0 {
+					continue
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("text %d rule %s (prefilters %v): windows %v, whole text %v", i, r.typ, rule == r, got, want)
+				}
 			}
 		}
 	}
@@ -156,5 +160,42 @@ func FuzzTOML(f *testing.F) {
 	f.Add("[a]\nb = [1, 2.5, true, 'x', \"y\\u00e9\"]\n[[c.d]]\ne = '''\nf'''\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		parseTOML("fuzz.toml", s)
+	})
+}
+
+// FuzzSecretsWindows checks the windowed search with its prefilters
+// against a whole-text search, rule by rule.
+func FuzzSecretsWindows(f *testing.F) {
+	f.Add("api_key = 'Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3'\nnext")
+	f.Add("token: ghp_" + strings.Repeat("a", 36))
+	f.Add("s.abcdefghijklmnopqrstuvwx hvs." + strings.Repeat("b", 95))
+	f.Add("-----BEGIN PRIVATE KEY-----\n" + strings.Repeat("A", 70) + "\n-----END PRIVATE KEY-----")
+	s := DefaultSecrets()
+	f.Fuzz(func(t *testing.T, text string) {
+		if len(text) > 4096 {
+			return
+		}
+		hits := s.kw.scan(text, nil)
+		for ri, r := range s.rules {
+			var rh []keywordHit
+			for _, h := range hits {
+				for _, x := range s.kwRules[h.Word] {
+					if x == ri {
+						rh = append(rh, h)
+					}
+				}
+			}
+			if len(rh) == 0 || len(r.keywords) == 0 {
+				continue
+			}
+			got := s.findNear(r, text, rh)
+			want := r.re.FindAllStringIndex(text, -1)
+			if len(got) == 0 && len(want) == 0 {
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("rule %s on %q: windows %v, whole text %v", r.typ, text, got, want)
+			}
+		}
 	})
 }

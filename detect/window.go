@@ -24,6 +24,11 @@ import (
 
 const windowReach = 256
 
+// anchoredReach bounds the text the anchored test of an assignment rule
+// reads: the keyword, up to 20+3 characters, the operator, 5 fillers and
+// the first 12 characters of the secret fit many times over.
+const anchoredReach = 1024
+
 // regexSpan bounds a regex's matches: maxLen bytes (-1: unbounded) and
 // maxNL newlines (-1: unbounded); pre bounds the bytes a match can have
 // before the keyword occurrence it contains (-1: unknown).
@@ -246,6 +251,12 @@ func (s *SecretScanner) findNear(r *secretRule, text string, hits []keywordHit) 
 	for _, h := range hits {
 		kwStart := h.End - len(s.kw.words[h.Word])
 		if r.assign && !assignmentFollows(text, h.End) {
+			continue
+		}
+		// The keyword must start what follows the rule's lazy prefix. The
+		// text is cut at anchoredReach bytes: a cut inside the secret can
+		// only make the test pass (the regex ends in `|$`), never fail.
+		if r.anchored != nil && !r.anchored.MatchString(text[kwStart:min(len(text), kwStart+anchoredReach)]) {
 			continue
 		}
 		// A rule starting with \b cannot match at a keyword inside a word
