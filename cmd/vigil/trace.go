@@ -262,11 +262,14 @@ messages[2].tool_calls[0].function.arguments, messages.0.content:L2,
 messages.@<message_id>.content, <root>. Offsets count Unicode code points.
 
 For a JSONL dataset, -n picks the trace (0-based among the trace lines).
+Addresses are positions in the file; with -normalized they are trace
+indices as the policy engine reports them (policy-language §7.4).
 
 Exit status: 0 printed, 1 the address does not resolve, 2 bad usage,
 unreadable file or bad address.`, stderr)
 	n := fs.Int("n", 0, "trace number in a JSONL dataset (0-based)")
 	asJSON := fs.Bool("json", false, "print strings as JSON too")
+	normalized := fs.Bool("normalized", false, "ADDRESS is in the normalised trace, as 'vigil check' prints ranges\n(each tool of a {\"tools\": [...]} element counts as one event)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -302,6 +305,13 @@ unreadable file or bad address.`, stderr)
 		if t == nil {
 			return fmt.Errorf("trace get %s: %w", pos[0], err)
 		}
+	}
+	if *normalized {
+		stored, ok := trace.StoredAddress(t.Flatten(), addr)
+		if !ok {
+			return exitCode(1, fmt.Sprintf("%s: %v: no event has that trace index", addr, trace.ErrUnresolved))
+		}
+		addr = stored
 	}
 	r, err := t.Resolve(addr)
 	if err != nil {

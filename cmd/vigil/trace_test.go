@@ -109,9 +109,10 @@ func TestTraceGet(t *testing.T) {
   {"role": "user", "message_id": "m-1", "content": "héllo wörld\nline two"},
   {"role": "assistant", "tool_calls": [{"id": "1", "type": "function", "function": {"name": "send", "arguments": "{\"to\": \"a@b.example\"}"}}]}
 ], "metadata": {"k": 1}}`,
-		"d.jsonl": "[{\"role\": \"user\", \"content\": \"first\"}]\n[{\"role\": \"user\", \"content\": \"second\"}]\n",
+		"d.jsonl":    "[{\"role\": \"user\", \"content\": \"first\"}]\n[{\"role\": \"user\", \"content\": \"second\"}]\n",
+		"tools.json": `[{"tools": [{"name": "a"}, {"name": "b", "inputSchema": {"properties": {"q": {}}}}]}, {"role": "user", "content": "hi"}]`,
 	})
-	f, d := filepath.Join(dir, "t.json"), filepath.Join(dir, "d.jsonl")
+	f, d, tools := filepath.Join(dir, "t.json"), filepath.Join(dir, "d.jsonl"), filepath.Join(dir, "tools.json")
 	tests := []struct {
 		args []string
 		code int
@@ -133,6 +134,11 @@ func TestTraceGet(t *testing.T) {
 		{[]string{f, "nope"}, 2, "", `address "nope": at offset 0`},
 		{[]string{filepath.Join(dir, "missing.json"), "messages.0"}, 2, "", "no such file"},
 		{[]string{f}, 2, "", "want FILE and ADDRESS"},
+		{[]string{"-normalized", tools, "messages.2.content"}, 0, "hi\n", ""},
+		{[]string{"-normalized", tools, "messages.1.name"}, 0, "b\n", ""},
+		{[]string{"-normalized", tools, "messages.1.inputSchema.0.properties.q"}, 0, `{"properties":{"q":{}}}` + "\n", ""},
+		{[]string{tools, "messages.1.content"}, 0, "hi\n", ""},
+		{[]string{"-normalized", tools, "messages.3"}, 1, "", "no event has that trace index"},
 	}
 	for _, tt := range tests {
 		code, out, errs := runTraceCmd(t, "", append([]string{"trace", "get"}, tt.args...)...)
