@@ -106,6 +106,7 @@ func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string) []Node
 	}
 	primary.Error = m["error"]
 	role, hasRole := m["role"].(string)
+	_, roleKey := m["role"]
 	_, hasType := m["type"]
 	switch {
 	case hasRole && (role == "system" || role == "developer" || role == "user"):
@@ -147,7 +148,7 @@ func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string) []Node
 		if parent != "" {
 			primary.ParentID = &parent
 		}
-	case !hasRole && hasType && m["role"] == nil:
+	case !roleKey && hasType:
 		primary.ActionType = ActionToolCall
 		primary.Input, primary.ToolCallID = toolCallInput(m)
 		b.noteCall(&primary)

@@ -25,6 +25,7 @@ var nodeEvents = []string{
 	`[1,2]`,
 	`{"role":"developer","content":[{"type":"text","text":"be brief"}]}`,
 	`{"role":"critic","content":"odd role"}`,
+	`{"role":null,"type":"function","function":{"name":"f"}}`,
 }
 
 // want: actionType@address^parentAddress(agent) for every node, in order.
@@ -42,6 +43,7 @@ var nodeWant = [][]string{
 	{"log@messages.10^(vigil)"},
 	{"message@messages.11^(vigil)"},
 	{"log@messages.12^(vigil)"},
+	{"log@messages.13^(vigil)"},
 }
 
 // buildRun binds nodeEvents into a server-signed run and returns the
@@ -169,13 +171,13 @@ func TestVerifyRun(t *testing.T) {
 		}, `[{"index":3,"reason":"event_mismatch"},{"index":4,"reason":"event_mismatch"}]`},
 		{"last_event_deleted", func(ev *RunEvidence) {
 			ev.Events = ev.Events[:len(ev.Events)-1]
-		}, `[{"index":12,"reason":"missing_event"}]`},
+		}, `[{"index":13,"reason":"missing_event"}]`},
 		{"event_without_receipt", func(ev *RunEvidence) {
 			ev.Events = append(ev.Events, []byte(`{"role":"user","content":"sneaked in"}`))
-		}, `[{"index":13,"reason":"missing_receipt"}]`},
+		}, `[{"index":14,"reason":"missing_receipt"}]`},
 		{"receipts_of_another_run", func(ev *RunEvidence) {
 			ev.RunID = "other"
-		}, `[{"index":0,"reason":"event_mismatch"},{"index":1,"reason":"event_mismatch"},{"index":2,"reason":"event_mismatch"},{"index":3,"reason":"event_mismatch"},{"index":4,"reason":"event_mismatch"},{"index":5,"reason":"event_mismatch"},{"index":6,"reason":"event_mismatch"},{"index":7,"reason":"event_mismatch"},{"index":8,"reason":"event_mismatch"},{"index":9,"reason":"event_mismatch"},{"index":10,"reason":"event_mismatch"},{"index":11,"reason":"event_mismatch"},{"index":12,"reason":"event_mismatch"}]`},
+		}, `[{"index":0,"reason":"event_mismatch"},{"index":1,"reason":"event_mismatch"},{"index":2,"reason":"event_mismatch"},{"index":3,"reason":"event_mismatch"},{"index":4,"reason":"event_mismatch"},{"index":5,"reason":"event_mismatch"},{"index":6,"reason":"event_mismatch"},{"index":7,"reason":"event_mismatch"},{"index":8,"reason":"event_mismatch"},{"index":9,"reason":"event_mismatch"},{"index":10,"reason":"event_mismatch"},{"index":11,"reason":"event_mismatch"},{"index":12,"reason":"event_mismatch"},{"index":13,"reason":"event_mismatch"}]`},
 		{"receipt_input_rewritten_and_rehashed", func(ev *RunEvidence) {
 			r := *ev.Receipts[1]
 			r.Input = ReceiptInput(ev.RunID, 1, "forged", []any{ev.NodeIDs[1][0]})
