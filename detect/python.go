@@ -92,7 +92,7 @@ func (e *pySyntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.lin
 // strings, unbalanced brackets, inconsistent dedents and characters that
 // cannot start a token.
 func pyTokenize(src string) ([]pyToken, error) {
-	var toks []pyToken
+	toks := make([]pyToken, 0, len(src)/2+8)
 	indents := []int{0}
 	var brackets []byte
 	line := 1
@@ -175,7 +175,8 @@ func pyTokenize(src string) ([]pyToken, error) {
 			line += nl
 		case c >= '0' && c <= '9' || c == '.' && i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9':
 			j := i + 1
-			for j < len(src) && (isWordByte(src[j]) || src[j] == '.' || (src[j] == '+' || src[j] == '-') && (src[j-1] == 'e' || src[j-1] == 'E') && !strings.HasPrefix(strings.ToLower(src[i:j]), "0x")) {
+			hex := c == '0' && j < len(src) && (src[j] == 'x' || src[j] == 'X')
+			for j < len(src) && (isWordByte(src[j]) || src[j] == '.' || (src[j] == '+' || src[j] == '-') && (src[j-1] == 'e' || src[j-1] == 'E') && !hex) {
 				j++
 			}
 			toks = append(toks, pyToken{pyNumber, src[i:j], line})
@@ -215,7 +216,7 @@ func pyTokenize(src string) ([]pyToken, error) {
 			case "(", "[", "{":
 				brackets = append(brackets, op[0])
 			case ")", "]", "}":
-				open := map[string]byte{")": '(', "]": '[', "}": '{'}[op]
+				open := pyOpening[op[0]]
 				if len(brackets) == 0 {
 					return toks, &pySyntaxError{line, fmt.Sprintf("unmatched '%s'", op)}
 				}
@@ -286,12 +287,24 @@ func backslashed(s string, i int) bool {
 	return n%2 == 1
 }
 
+// pyOpening maps a closing bracket to its opening one.
+var pyOpening = map[byte]byte{')': '(', ']': '[', '}': '{'}
+
 var pyOperators = []string{"**=", "//=", ">>=", "<<=", "...", "->", ":=", "**", "//", ">>", "<<", "<=", ">=", "==", "!=",
 	"+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@=", "+", "-", "*", "/", "%", "@", "&", "|", "^", "~", "<", ">",
 	"(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "="}
 
-func pyOperator(s string) string {
+// pyOpsByByte lists the operators by first byte, longest first (the order
+// of pyOperators).
+var pyOpsByByte = func() (t [256][]string) {
 	for _, op := range pyOperators {
+		t[op[0]] = append(t[op[0]], op)
+	}
+	return t
+}()
+
+func pyOperator(s string) string {
+	for _, op := range pyOpsByByte[s[0]] {
 		if strings.HasPrefix(s, op) {
 			return op
 		}

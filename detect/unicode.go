@@ -54,9 +54,20 @@ func Unicode(text string, categories []string) []Match {
 			keep[c] = true
 		}
 	}
+	var keepASCII [128]bool
+	for c := range keepASCII {
+		keepASCII[c] = keep == nil || keep[asciiCategory[c]]
+	}
 	var out []Match
 	i := 0
 	for _, r := range text {
+		if r < 128 {
+			if keepASCII[r] {
+				out = append(out, Match{Type: asciiCategory[r], Start: i, End: i + 1, Score: 1})
+			}
+			i++
+			continue
+		}
 		c := categoryOf(r)
 		if keep == nil || keep[c] {
 			out = append(out, Match{Type: c, Start: i, End: i + 1, Score: 1})
