@@ -47,7 +47,7 @@ func VerifyStream(r io.Reader, opts VerifyOptions) (Result, StreamInfo, error) {
 	switch c {
 	case '[':
 		s.pos++
-		if v, err = verifyArray(s, opts); err != nil {
+		if v, err = verifyArray(s, opts, false); err != nil {
 			return Result{}, info, err
 		}
 	case '{':
@@ -113,7 +113,9 @@ func verifyObject(s *splitter, opts VerifyOptions) (*Verifier, string, error) {
 			}
 			s.pos++
 			var ie *InputError
-			switch v, err = verifyArray(s, opts); {
+			// The file's "closeHash" (before or after, the last one wins)
+			// is checked at the end: keep where each hash occurs.
+			switch v, err = verifyArray(s, opts, opts.CloseHash == ""); {
 			case err == nil:
 				pending = nil
 			case errors.As(err, &ie) && !errors.Is(err, ErrSyntax):
@@ -169,8 +171,8 @@ type streamBatch struct {
 // verifyArray verifies the elements of the array whose '[' was just read,
 // and reads the closing ']'. After a receipt is rejected it still reads to
 // the end of the array (the caller may go on), checking nothing more.
-func verifyArray(s *splitter, opts VerifyOptions) (*Verifier, error) {
-	v, err := NewVerifier(opts)
+func verifyArray(s *splitter, opts VerifyOptions, track bool) (*Verifier, error) {
+	v, err := newVerifier(opts, track)
 	if err != nil {
 		return nil, err
 	}

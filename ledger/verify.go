@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"runtime"
 	"slices"
@@ -206,6 +208,10 @@ const checkChunkSize = 128
 // chain order. It is what VerifyChain and VerifyStream use, and what a
 // store uses to check a receipt against a stored tail. It keeps the ids and
 // hashes seen (not the receipts). Not safe for concurrent use.
+//
+// Its state grows by about 100 bytes per receipt: a 128-bit digest of each
+// id (for duplicate_id) and, only while a close hash may still be set
+// later (SetCloseHash), the first index of each stored hash.
 type Verifier struct {
 	opts         VerifyOptions
 	kv           *keyVerifier
@@ -213,18 +219,63 @@ type Verifier struct {
 	prevHash     string
 	prevTS       float64
 	firstSession string
-	ids          map[string]struct{}
-	hashes       map[string]int // stored hash → first index
+	ids          map[[16]byte]struct{} // SHA-256 prefix of each id
 	errs         []VerifyError
+
+	// Where a close hash first occurs as a stored hash (rank 9 indexes):
+	// closeAt for opts.CloseHash as it was during Add; zeroAt for "0";
+	// hashes for every 64-hex hash, kept only when track is set.
+	closeAt, zeroAt int
+	closeAtFor      string
+	track           bool
+	hashes          map[[32]byte]int
 }
 
 // NewVerifier returns a Verifier for a chain that starts at index 0. It
 // fails (wrapping ErrBadInput) for an invalid public key or close hash.
 func NewVerifier(opts VerifyOptions) (*Verifier, error) {
+	return newVerifier(opts, true)
+}
+
+// newVerifier is NewVerifier; track says whether SetCloseHash may be
+// called after Add (so every stored hash's first index is kept).
+func newVerifier(opts VerifyOptions, track bool) (*Verifier, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	return &Verifier{opts: opts, kv: opts.keyVerifier(), ids: map[string]struct{}{}, hashes: map[string]int{}}, nil
+	v := &Verifier{opts: opts, kv: opts.keyVerifier(), ids: map[[16]byte]struct{}{},
+		closeAt: -1, zeroAt: -1, closeAtFor: opts.CloseHash, track: track}
+	if track {
+		v.hashes = map[[32]byte]int{}
+	}
+	return v, nil
+}
+
+// hashKey decodes a 64-lowercase-hex hash (the only kind a valid close
+// hash can equal, besides "0").
+func hashKey(h string) ([32]byte, bool) {
+	var k [32]byte
+	if len(h) != 64 || !validCloseHash(h) {
+		return k, false
+	}
+	_, err := hex.Decode(k[:], []byte(h))
+	return k, err == nil
+}
+
+// firstIndex returns the first index whose stored hash is h, or -1.
+func (v *Verifier) firstIndex(h string) int {
+	switch {
+	case h == v.closeAtFor && h != "":
+		return v.closeAt
+	case h == "0":
+		return v.zeroAt
+	}
+	if k, ok := hashKey(h); ok && v.track {
+		if i, seen := v.hashes[k]; seen {
+			return i
+		}
+	}
+	return -1
 }
 
 // Add checks the next receipt of the chain.
@@ -246,10 +297,12 @@ func (v *Verifier) add(c checked) {
 	if !c.sigOK {
 		fail(ReasonSignature)
 	}
-	if _, dup := v.ids[c.id]; dup {
+	sum := sha256.Sum256([]byte(c.id))
+	idKey := [16]byte(sum[:16])
+	if _, dup := v.ids[idKey]; dup {
 		fail(ReasonDuplicateID)
 	} else {
-		v.ids[c.id] = struct{}{}
+		v.ids[idKey] = struct{}{}
 	}
 	if v.opts.SessionID != "" {
 		if c.sessionID != v.opts.SessionID {
@@ -263,8 +316,18 @@ func (v *Verifier) add(c checked) {
 	if i > 0 && c.timestamp < v.prevTS {
 		fail(ReasonTimestampOrder)
 	}
-	if _, seen := v.hashes[c.hash]; !seen {
-		v.hashes[c.hash] = i
+	if v.closeAt < 0 && c.hash == v.closeAtFor {
+		v.closeAt = i
+	}
+	if v.zeroAt < 0 && c.hash == "0" {
+		v.zeroAt = i
+	}
+	if v.track {
+		if k, ok := hashKey(c.hash); ok {
+			if _, seen := v.hashes[k]; !seen {
+				v.hashes[k] = i
+			}
+		}
 	}
 	v.prevHash, v.prevTS = c.hash, c.timestamp
 	v.n++
@@ -297,7 +360,7 @@ func (v *Verifier) Result() Result {
 		}
 		if last != ch {
 			idx := v.n
-			if k, ok := v.hashes[ch]; ok && k < v.n-1 {
+			if k := v.firstIndex(ch); k >= 0 && k < v.n-1 {
 				idx = k + 1
 			}
 			errs = append(slices.Clone(errs), VerifyError{Index: idx, Reason: ReasonCloseHashMismatch})
@@ -311,7 +374,7 @@ func (v *Verifier) Result() Result {
 // is only for an invalid key or close hash (receipts of the wrong shape
 // cannot be represented as a *Receipt; ParseReceipt rejects them).
 func VerifyChain(receipts []*Receipt, opts VerifyOptions) (Result, error) {
-	v, err := NewVerifier(opts)
+	v, err := newVerifier(opts, false)
 	if err != nil {
 		return Result{}, err
 	}

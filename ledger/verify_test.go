@@ -338,3 +338,61 @@ func TestResultHelpers(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// TestCloseHashIndex: the close_hash_mismatch index is k+1 for the first
+// receipt k whose stored hash is the close hash, whether the close hash is
+// known before the receipts or set after them.
+func TestCloseHashIndex(t *testing.T) {
+	_, rs := specChain(t)
+	var chain []*Receipt
+	for _, raw := range rs {
+		r, err := ParseReceipt([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain = append(chain, r)
+	}
+	zero := *chain[1]
+	zero.Hash = "0" // a bogus stored hash that equals the empty-chain close hash
+	tests := []struct {
+		name  string
+		chain []*Receipt
+		close string
+		want  string
+	}{
+		{"middle", chain, specHashes[0].hash, `[{"index":1,"reason":"close_hash_mismatch"}]`},
+		{"last", chain, specHashes[2].hash, `[]`},
+		{"unknown", chain, strings.Repeat("0", 64), `[{"index":3,"reason":"close_hash_mismatch"}]`},
+		{"zero_stored", []*Receipt{chain[0], &zero, chain[2]}, "0", `[{"index":1,"reason":"hash_mismatch"},{"index":2,"reason":"close_hash_mismatch"},{"index":2,"reason":"linkage"}]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, err := NewVerifier(VerifyOptions{CloseHash: tt.close})
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, _ := NewVerifier(VerifyOptions{})
+			for _, r := range tt.chain {
+				before.Add(r)
+				after.Add(r)
+			}
+			if err := after.SetCloseHash(tt.close); err != nil {
+				t.Fatal(err)
+			}
+			sorted := func(v *Verifier) string { return asJSON(v.Result().Errors) }
+			if got := sorted(before); got != sortedJSON(tt.want) {
+				t.Errorf("known before: %s, want %s", got, tt.want)
+			}
+			if got := sorted(after); got != sortedJSON(tt.want) {
+				t.Errorf("set after: %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// sortedJSON re-sorts a JSON error list by (index, rank).
+func sortedJSON(s string) string {
+	var errs []VerifyError
+	json.Unmarshal([]byte(s), &errs)
+	return asJSON(NewResult(errs).Errors)
+}
