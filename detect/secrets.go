@@ -385,11 +385,13 @@ func (s *SecretScanner) Scan(text string) []Match {
 		}
 		return false
 	}
-	type pending struct {
-		m    Match
-		rule *secretRule
+	// Configuration findings with their rule index: they are reported in
+	// rule order, after the reference types.
+	type finding struct {
+		m  Match
+		ri int
 	}
-	var generic []pending
+	var cfg, generic []finding
 	for ri, r := range s.rules {
 		if !triggered[ri] {
 			continue
@@ -455,48 +457,22 @@ func (s *SecretScanner) Scan(text string) []Match {
 			}
 			m := Match{Type: r.typ, Start: start, End: end, Score: 1}
 			if r.generic {
-				generic = append(generic, pending{m, r})
+				generic = append(generic, finding{m, ri})
 				continue
 			}
 			specificSpans = append(specificSpans, [2]int{start, end})
-			out = append(out, m)
+			cfg = append(cfg, finding{m, ri})
 		}
 	}
-	if len(generic) > 0 {
-		// Generic findings keep their rule order among the configuration's
-		// findings: re-insert them where their rule belongs.
-		var kept []Match
-		for _, g := range generic {
-			if overlaps(specificSpans, g.m.Start, g.m.End) {
-				continue
-			}
-			kept = append(kept, g.m)
+	for _, g := range generic {
+		if !overlaps(specificSpans, g.m.Start, g.m.End) {
+			cfg = append(cfg, g)
 		}
-		if len(kept) > 0 {
-			order := map[string]int{}
-			for i, r := range s.rules {
-				if _, ok := order[r.typ]; !ok {
-					order[r.typ] = i
-				}
-			}
-			nb := 0
-			for nb < len(out) && s.isBuiltinType(out[nb].Type) {
-				nb++
-			}
-			cfg := append(append([]Match(nil), out[nb:]...), kept...)
-			sort.SliceStable(cfg, func(i, j int) bool { return order[cfg[i].Type] < order[cfg[j].Type] })
-			out = append(out[:nb], cfg...)
-		}
+	}
+	sort.SliceStable(cfg, func(i, j int) bool { return cfg[i].ri < cfg[j].ri })
+	for _, f := range cfg {
+		out = append(out, f.m)
 	}
 	byteMatchesToRunes(text, out)
 	return out
-}
-
-func (s *SecretScanner) isBuiltinType(typ string) bool {
-	for _, b := range builtinSecretRules {
-		if b.typ == typ {
-			return true
-		}
-	}
-	return false
 }

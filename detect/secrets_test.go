@@ -39,6 +39,8 @@ func TestSecrets(t *testing.T) {
 		{"twilio from gitleaks", "sid SK3c6f5da2cec255404e4fb440034d6608", []string{"TWILIO_API_KEY"}},
 		{"slack bot token is the reference type only", "xoxb-1234567890123-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", []string{"SLACK_TOKEN"}},
 		{"gitleaks allowlisted example key", "gcp AIzaSyabcdefghijklmnopqrstuvwxyz1234567 ", nil},
+		{"configuration findings in rule order", "stripe = \"sk_live_4eC39HqLyjWDarjtT1zdp7dc\"\napi_key = 'Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3'\n",
+			[]string{"GENERIC_API_KEY", "STRIPE_ACCESS_TOKEN"}},
 		{"prose with keywords", "The key to the house is under the mat; the token of thanks was a cake.", nil},
 		{"non-ASCII before match", "clé: ghp_" + strings.Repeat("b", 36), []string{"GITHUB_TOKEN"}},
 		{"empty", "", nil},
