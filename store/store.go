@@ -786,7 +786,10 @@ type Receipt struct {
 // being appended (none for AppendReceipts).
 type SealRequest struct {
 	Session *Session // with Tail; read-only
-	Trace   *Trace   // the run, without messages; nil for AppendReceipts
+	// Trace is the run, without messages; nil for AppendReceipts. In a
+	// push its Index is not assigned yet (indices are taken last, under
+	// the dataset lock).
+	Trace *Trace
 	// FirstIndex is the index in the trace of Events[0].
 	FirstIndex int
 	Events     []Message

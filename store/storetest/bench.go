@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vigilhq/vigil/store"
@@ -14,12 +15,14 @@ import (
 //     each) with a receipt per event from a SHA-256 test sealer, the API's
 //     target batch; reports events/s.
 //   - PushNoReceipts: the same without receipts (the store's own cost).
+//   - PushParallel: Push from 2×GOMAXPROCS goroutines into one dataset.
 //   - Append: one AppendEvents of 5 events with receipts to a growing trace.
 //   - GetTrace: a 20-event trace with messages.
 //   - Iter: streaming 1,000 traces × 20 events in index order.
 func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	b.Run("Push", func(b *testing.B) { BenchPush(b, open) })
 	b.Run("PushNoReceipts", func(b *testing.B) { benchPush(b, open(b), nil) })
+	b.Run("PushParallel", func(b *testing.B) { benchPushParallel(b, open(b)) })
 	b.Run("Append", func(b *testing.B) { benchAppend(b, open(b)) })
 	b.Run("GetTrace", func(b *testing.B) { benchGet(b, open(b)) })
 	b.Run("Iter", func(b *testing.B) { benchIter(b, open(b)) })
@@ -58,6 +61,30 @@ func benchPush(b *testing.B, s store.Store, seal store.SealFunc) {
 		n++
 	}
 	b.ReportMetric(float64(n*traces*per)/b.Elapsed().Seconds(), "events/s")
+}
+
+func benchPushParallel(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	u := &store.User{Username: "bench"}
+	must(b, s.CreateUser(ctx, u))
+	const traces, per = 100, 20
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(2)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n := seq.Add(1)
+			req := store.PushRequest{OwnerID: u.ID, DatasetName: "bench", CreateIfMissing: true, Seal: chainSeal}
+			for i := range traces {
+				req.Traces = append(req.Traces, store.NewTrace{Name: "t", Messages: benchEvents(fmt.Sprintf("b%d-%d", n, i), per)})
+			}
+			if _, err := s.PushTraces(ctx, req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(seq.Load()*traces*per)/b.Elapsed().Seconds(), "events/s")
 }
 
 func benchAppend(b *testing.B, s store.Store) {

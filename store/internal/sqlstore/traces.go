@@ -166,7 +166,11 @@ func anchor(a *store.Annotation, traceID, ownerID string, lookup func(i int) (st
 	return nil
 }
 
-// PushTraces implements store.Traces.
+// PushTraces implements store.Traces. It writes in three phases so the
+// dataset row, which serialises pushes into one dataset, stays locked only
+// briefly: find (or create) the dataset; write sessions, events, receipts
+// and annotations; then lock the dataset, assign the indices and write the
+// trace rows and the counter. Nothing commits unless everything does.
 func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.PushResult, error) {
 	if len(req.Traces) == 0 {
 		return nil, errors.New("push: no traces")
@@ -175,37 +179,23 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 	err := s.inTx(ctx, func(tx Tx) error {
 		res = &store.PushResult{}
 		at := now()
-		ds, created, err := s.resolvePushDataset(ctx, tx, req, at)
+		dsID, created, err := s.findPushDataset(ctx, tx, req, at)
 		if err != nil {
 			return err
 		}
-		res.Dataset, res.DatasetCreated = ds, created
+		res.DatasetCreated = created
 
-		var start, maxExplicit int64 = 0, -1
-		if ds != nil {
-			start = ds.NextIndex
-		}
-		auto := start
 		batchIDs := make(map[string]bool, len(req.Traces))
-		var traceRows, sessRows, msgRows, recRows, annRows [][]any
+		var b Batch
 		for i := range req.Traces {
 			nt := &req.Traces[i]
 			t, err := s.newTrace(ctx, tx, req, nt, batchIDs, at)
 			if err != nil {
 				return err
 			}
-			if ds != nil {
-				t.DatasetID = ds.ID
-				if nt.Index != nil {
-					if *nt.Index < 0 {
-						return fmt.Errorf("push trace %d: negative index %d", i, *nt.Index)
-					}
-					t.Index = *nt.Index
-					maxExplicit = max(maxExplicit, t.Index)
-				} else {
-					t.Index = auto
-					auto++
-				}
+			t.DatasetID = dsID
+			if dsID != "" && nt.Index != nil && *nt.Index < 0 {
+				return fmt.Errorf("push trace %d: negative index %d", i, *nt.Index)
 			}
 			sess := newSession(nt.Session, t, req.OwnerID, at)
 			t.SessionID = sess.ID
@@ -228,6 +218,7 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 				}
 			}
 			msgs := t.Messages
+			var annRows [][]any
 			for _, a := range nt.Annotations {
 				err := anchor(a, t.ID, req.OwnerID, func(i int) (string, bool, error) {
 					if i >= 0 && i < len(msgs) {
@@ -240,37 +231,59 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 				}
 				annRows = append(annRows, annotationRow(a))
 			}
-			traceRows = append(traceRows, traceRow(t))
-			sessRows = append(sessRows, sessionRow(sess))
+			b.Insert("ledger_sessions", sessionColList, [][]any{sessionRow(sess)})
+			msgRows := make([][]any, len(msgs))
 			for j := range msgs {
-				msgRows = append(msgRows, messageRow(t.ID, &msgs[j]))
+				msgRows[j] = messageRow(t.ID, &msgs[j])
 			}
+			recRows := make([][]any, len(recs))
 			for j := range recs {
-				recRows = append(recRows, receiptRow(&recs[j]))
+				recRows[j] = receiptRow(&recs[j])
 			}
+			b.Insert("messages", messageColList, msgRows)
+			b.Insert("receipts", receiptColList, recRows)
+			b.Insert("annotations", annotationColList, annRows)
 			res.Traces = append(res.Traces, t)
 		}
-		var b Batch
-		if ds != nil {
+		if err := tx.RunBatch(ctx, coalesce(&b)); err != nil {
+			return s.conflict(err, "push")
+		}
+
+		// Phase 3: under the dataset lock.
+		var tb Batch
+		if dsID != "" {
+			ds, err := s.lockPushDataset(ctx, tx, req, dsID, &tb)
+			if err != nil {
+				return err
+			}
+			start, maxExplicit := ds.NextIndex, int64(-1)
+			auto := start
+			for i, t := range res.Traces {
+				if nt := &req.Traces[i]; nt.Index != nil {
+					t.Index = *nt.Index
+					maxExplicit = max(maxExplicit, t.Index)
+				} else {
+					t.Index = auto
+					auto++
+				}
+			}
 			next := max(auto, maxExplicit+1, start)
-			b.Exec(`UPDATE datasets SET next_index = $2, num_traces = num_traces + $3, latest_trace_time = $4 WHERE id = $1`,
+			tb.Exec(`UPDATE datasets SET next_index = $2, num_traces = num_traces + $3, latest_trace_time = $4 WHERE id = $1`,
 				ds.ID, next, int64(len(req.Traces)), micros(at))
 			ds.NextIndex = next
 			ds.NumTraces += len(req.Traces)
 			ds.LatestTraceTime = &at
+			res.Dataset = ds
 		}
-		b.Insert("traces", traceColList, traceRows)
-		b.Insert("ledger_sessions", sessionColList, sessRows)
-		b.Insert("messages", messageColList, msgRows)
-		b.Insert("receipts", receiptColList, recRows)
-		b.Insert("annotations", annotationColList, annRows)
-		if err := tx.RunBatch(ctx, &b); err != nil {
+		traceRows := make([][]any, len(res.Traces))
+		for i, t := range res.Traces {
+			traceRows[i] = traceRow(t)
+		}
+		tb.Insert("traces", traceColList, traceRows)
+		if err := tx.RunBatch(ctx, &tb); err != nil {
 			return s.conflict(err, "push")
 		}
-		if ds != nil {
-			return s.recordTools(ctx, tx, ds.ID, req.Tools, at)
-		}
-		return nil
+		return s.recordTools(ctx, tx, dsID, req.Tools, at)
 	})
 	if err != nil {
 		return nil, err
@@ -278,11 +291,32 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 	return res, nil
 }
 
-// resolvePushDataset finds, creates and locks the push's dataset (nil for
-// snippets).
-func (s *Store) resolvePushDataset(ctx context.Context, tx Tx, req store.PushRequest, at time.Time) (*store.Dataset, bool, error) {
+// coalesce merges consecutive inserts into the same table, so a push
+// writes each table with one bulk insert.
+func coalesce(b *Batch) *Batch {
+	byTable := map[string]int{}
+	var out Batch
+	for _, it := range b.Items {
+		if it.Table == "" {
+			out.Items = append(out.Items, it)
+			continue
+		}
+		if i, ok := byTable[it.Table]; ok {
+			out.Items[i].Rows = append(out.Items[i].Rows, it.Rows...)
+			continue
+		}
+		byTable[it.Table] = len(out.Items)
+		it.Rows = append([][]any(nil), it.Rows...)
+		out.Items = append(out.Items, it)
+	}
+	return &out
+}
+
+// findPushDataset returns the id of the push's dataset, creating it when
+// asked ("" for snippets), without locking it.
+func (s *Store) findPushDataset(ctx context.Context, tx Tx, req store.PushRequest, at time.Time) (string, bool, error) {
 	if req.DatasetName == "" {
-		return nil, false, nil
+		return "", false, nil
 	}
 	created := false
 	if req.CreateIfMissing {
@@ -290,29 +324,40 @@ func (s *Store) resolvePushDataset(ctx context.Context, tx Tx, req store.PushReq
 			ON CONFLICT (owner_id, name) DO NOTHING`,
 			store.NewID(), req.OwnerID, req.DatasetName, objectOrEmpty(req.NewDatasetMetadata), micros(at))
 		if err != nil {
-			return nil, false, fmt.Errorf("create dataset %q: %w", req.DatasetName, err)
+			return "", false, fmt.Errorf("create dataset %q: %w", req.DatasetName, err)
 		}
 		created = n == 1
 	}
-	ds, err := scanDataset(tx.QueryRow(ctx, `SELECT `+datasetCols+` FROM datasets WHERE owner_id = $1 AND name = $2`+s.b.ForUpdate(),
-		req.OwnerID, req.DatasetName))
+	var id string
+	var num int64
+	if err := tx.QueryRow(ctx, `SELECT id, num_traces FROM datasets WHERE owner_id = $1 AND name = $2`, req.OwnerID, req.DatasetName).Scan(&id, &num); err != nil {
+		return "", false, notFound(err, fmt.Sprintf("dataset %q", req.DatasetName))
+	}
+	if req.RequireEmpty && num > 0 {
+		return "", false, fmt.Errorf("dataset %q has %d traces: %w", req.DatasetName, num, store.ErrConflict)
+	}
+	return id, created, nil
+}
+
+// lockPushDataset locks the dataset row, re-checks RequireEmpty and queues
+// the metadata merge on b.
+func (s *Store) lockPushDataset(ctx context.Context, tx Tx, req store.PushRequest, id string, b *Batch) (*store.Dataset, error) {
+	ds, err := scanDataset(tx.QueryRow(ctx, `SELECT `+datasetCols+` FROM datasets WHERE id = $1`+s.b.ForUpdate(), id))
 	if err != nil {
-		return nil, false, notFound(err, fmt.Sprintf("dataset %q", req.DatasetName))
+		return nil, notFound(err, fmt.Sprintf("dataset %q", req.DatasetName))
 	}
 	if req.RequireEmpty && ds.NumTraces > 0 {
-		return nil, false, fmt.Errorf("dataset %q has %d traces: %w", req.DatasetName, ds.NumTraces, store.ErrConflict)
+		return nil, fmt.Errorf("dataset %q has %d traces: %w", req.DatasetName, ds.NumTraces, store.ErrConflict)
 	}
 	if req.MergeMetadata != nil {
 		md, err := store.MergeMetadata(ds.Metadata, req.MergeMetadata, false)
 		if err != nil {
-			return nil, false, fmt.Errorf("dataset %q metadata: %w", req.DatasetName, err)
+			return nil, fmt.Errorf("dataset %q metadata: %w", req.DatasetName, err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE datasets SET metadata = $2 WHERE id = $1`, ds.ID, string(md)); err != nil {
-			return nil, false, fmt.Errorf("dataset %q metadata: %w", req.DatasetName, err)
-		}
+		b.Exec(`UPDATE datasets SET metadata = $2 WHERE id = $1`, ds.ID, string(md))
 		ds.Metadata = md
 	}
-	return ds, created, nil
+	return ds, nil
 }
 
 // newTrace builds the trace row of nt (without dataset, index, session or
