@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -123,7 +124,8 @@ type Config struct {
 	ModerationModel string // default "omni-moderation-latest"
 	EmbeddingModel  string // default "text-embedding-3-small"
 	ChatModel       string // default "gpt-4o-mini"
-	// CacheEntries bounds the response cache (default 4096).
+	// CacheEntries bounds the response cache (default 1024 responses; an
+	// embedding response is some 30 KB).
 	CacheEntries int
 }
 
@@ -172,7 +174,7 @@ func (c Config) withDefaults() Config {
 		c.ChatModel = "gpt-4o-mini"
 	}
 	if c.CacheEntries <= 0 {
-		c.CacheEntries = 4096
+		c.CacheEntries = 1024
 	}
 	return c
 }
@@ -217,4 +219,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.BaseURL, "detectors-base-url", c.BaseURL, "OpenAI-compatible endpoint for model-backed detectors (detectors.base_url; empty: none)")
 	fs.StringVar(&c.APIKey, "detectors-api-key", c.APIKey, "API key for -detectors-base-url (detectors.api_key)")
 	fs.DurationVar(&c.Timeout, "detectors-timeout", c.Timeout, "timeout of each model request (detectors.timeout; default 10s)")
+}
+
+// ConfigureFromEnv is Configure(ConfigFromEnv(os.Getenv)): what a command
+// without its own configuration file calls before loading policies.
+func ConfigureFromEnv() error {
+	c, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	return Configure(c)
 }

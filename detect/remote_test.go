@@ -233,3 +233,59 @@ func TestConfigFlags(t *testing.T) {
 		t.Errorf("flags gave %+v", c)
 	}
 }
+
+func TestConfigureFromEnv(t *testing.T) {
+	m := &mockModel{}
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	t.Setenv(EnvBaseURL, srv.URL)
+	t.Setenv(EnvTimeout, "")
+	if err := ConfigureFromEnv(); err != nil {
+		t.Fatal(err)
+	}
+	defer SetProviders(nil)
+	if CurrentProviders().Moderator == nil {
+		t.Fatal("no moderator after ConfigureFromEnv")
+	}
+	if _, err := CurrentProviders().Moderator.Moderate(context.Background(), "", "hi"); err != nil || m.calls.Load() != 1 {
+		t.Errorf("moderate through the configured provider: %v (%d calls)", err, m.calls.Load())
+	}
+	t.Setenv(EnvTimeout, "-1s")
+	if err := ConfigureFromEnv(); err == nil {
+		t.Error("a negative timeout must be an error")
+	}
+}
+
+// A 429 with Retry-After is retried; a 400 is not; a cancelled context
+// stops the retries.
+func TestHTTPProviderRetryPolicy(t *testing.T) {
+	var calls atomic.Int64
+	status := atomic.Int64{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(int(status.Load()))
+		w.Write([]byte(`{"error": {"message": "nope"}}`))
+	}))
+	defer srv.Close()
+	p, err := NewHTTPProvider(Config{BaseURL: srv.URL, Backoff: time.Millisecond, Retries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status.Store(http.StatusTooManyRequests)
+	if _, err := p.Moderate(context.Background(), "", "a"); err == nil || calls.Load() != 4 {
+		t.Errorf("429: err %v after %d calls, want 4 calls", err, calls.Load())
+	}
+	calls.Store(0)
+	status.Store(http.StatusBadRequest)
+	if _, err := p.Moderate(context.Background(), "", "b"); !errors.Is(err, ErrProvider) || !strings.Contains(err.Error(), "nope") || calls.Load() != 1 {
+		t.Errorf("400: err %v after %d calls, want 1 call", err, calls.Load())
+	}
+	calls.Store(0)
+	status.Store(http.StatusServiceUnavailable)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.sleep = func(context.Context, time.Duration) error { cancel(); return context.Canceled }
+	if _, err := p.Moderate(ctx, "", "c"); err == nil || calls.Load() != 1 {
+		t.Errorf("cancelled: err %v after %d calls, want 1 call", err, calls.Load())
+	}
+}
