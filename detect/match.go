@@ -20,11 +20,10 @@ type Match struct {
 	Score float64
 }
 
-// Sentinel errors callers branch on.
+// Sentinel errors callers branch on. (A capability without provider is
+// the engine's builtin.ErrNoProvider at load time and the runtime error
+// detector_unavailable.)
 var (
-	// ErrNoProvider is returned when a model-backed capability is used but
-	// no provider is configured; the error text names the setting.
-	ErrNoProvider = errors.New("detector has no provider")
 	// ErrProvider wraps a failure or timeout of a model provider
 	// (the policy language's detector_error).
 	ErrProvider = errors.New("detector provider error")
