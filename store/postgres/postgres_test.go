@@ -42,7 +42,7 @@ func TestTwoProcesses(t *testing.T) {
 // schema at once: the advisory lock lets exactly one apply each migration.
 func TestConcurrentOpen(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	const n = 4
+	const n = 6
 	var wg sync.WaitGroup
 	stores := make([]store.Store, n)
 	errs := make([]error, n)

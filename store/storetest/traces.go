@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,15 @@ func testPushSnippets(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrNotFound)
 	if _, err := s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID}); err == nil {
 		t.Error("empty push succeeded")
+	}
+	for _, md := range []string{`[1]`, `"s"`, `{"a":`} {
+		_, err := s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, Traces: []store.NewTrace{{Metadata: json.RawMessage(md), Messages: events("d", 1)}}})
+		if err == nil || !strings.Contains(err.Error(), "trace 0 metadata") {
+			t.Errorf("push with metadata %s: %v", md, err)
+		}
+		if err := s.CreateDataset(ctx, &store.Dataset{OwnerID: u.ID, Name: "bad", Metadata: json.RawMessage(md)}); err == nil {
+			t.Errorf("dataset with metadata %s accepted", md)
+		}
 	}
 }
 

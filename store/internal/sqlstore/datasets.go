@@ -35,6 +35,18 @@ func objectOrEmpty(raw json.RawMessage) string {
 	return string(raw)
 }
 
+// checkObject reports whether raw is empty, null or a JSON object.
+func checkObject(raw json.RawMessage, what string) error {
+	if len(strings.TrimSpace(string(raw))) == 0 || isNull(raw) {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("%s: not a JSON object: %w", what, err)
+	}
+	return nil
+}
+
 func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
 
 // CreateDataset implements store.Datasets.
@@ -43,6 +55,9 @@ func (s *Store) CreateDataset(ctx context.Context, d *store.Dataset) error {
 		d.ID = store.NewID()
 	}
 	d.TimeCreated = orNow(d.TimeCreated)
+	if err := checkObject(d.Metadata, fmt.Sprintf("create dataset %q: metadata", d.Name)); err != nil {
+		return err
+	}
 	d.Metadata = json.RawMessage(objectOrEmpty(d.Metadata))
 	_, err := s.b.Writer().Exec(ctx, `INSERT INTO datasets (`+datasetCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0)`,
 		d.ID, d.OwnerID, d.Name, string(d.Metadata), d.IsPublic, micros(d.TimeCreated), microsPtr(d.LatestTraceTime), d.NextIndex)

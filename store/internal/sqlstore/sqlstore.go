@@ -89,11 +89,24 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 
 // migrate applies the backend's pending migrations.
 func migrate(ctx context.Context, b Backend) error {
-	if _, err := b.Writer().Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	// Create the bookkeeping table under the migration lock: two
+	// PostgreSQL processes running CREATE TABLE IF NOT EXISTS at once can
+	// otherwise collide in the catalog.
+	tx, err := b.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	if err := b.LockMigrations(ctx, tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY,
-		applied_at BIGINT NOT NULL)`); err != nil && !b.IsUnique(err) {
-		// Two PostgreSQL processes creating the table at once can
-		// collide on the catalog's unique index; the table exists then.
+		applied_at BIGINT NOT NULL)`); err != nil {
+		_ = tx.Rollback(ctx)
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	var have int

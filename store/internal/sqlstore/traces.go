@@ -175,6 +175,14 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 	if len(req.Traces) == 0 {
 		return nil, errors.New("push: no traces")
 	}
+	if err := checkObject(req.NewDatasetMetadata, "push: dataset metadata"); err != nil {
+		return nil, err
+	}
+	for i := range req.Traces {
+		if err := checkObject(req.Traces[i].Metadata, fmt.Sprintf("push: trace %d metadata", i)); err != nil {
+			return nil, err
+		}
+	}
 	var res *store.PushResult
 	err := s.inTx(ctx, func(tx Tx) error {
 		res = &store.PushResult{}
