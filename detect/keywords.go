@@ -7,7 +7,7 @@ package detect
 // per byte.
 type keywordSet struct {
 	words    []string
-	class    [256]uint8 // byte -> class (0 = a byte in no keyword)
+	class    [256]uint16 // byte -> class (0 = a byte in no keyword)
 	nclass   int
 	delta    []int32   // state*nclass + class -> next state
 	out      [][]int32 // state -> keyword indexes ending there
@@ -38,10 +38,7 @@ func newKeywordSet(words []string) *keywordSet {
 			c := lowerASCII(w[i])
 			if k.class[c] == 0 {
 				k.nclass++
-				k.class[c] = uint8(k.nclass)
-				if k.nclass >= 255 {
-					panic("detect: too many keyword byte classes")
-				}
+				k.class[c] = uint16(k.nclass)
 			}
 		}
 		if len(w) > k.maxWord {
@@ -54,11 +51,11 @@ func newKeywordSet(words []string) *keywordSet {
 	k.nclass++ // class 0
 	// Trie.
 	type node struct {
-		next map[uint8]int32
+		next map[uint16]int32
 		fail int32
 		out  []int32
 	}
-	nodes := []node{{next: map[uint8]int32{}}}
+	nodes := []node{{next: map[uint16]int32{}}}
 	for wi, w := range words {
 		s := int32(0)
 		for i := 0; i < len(w); i++ {
@@ -66,7 +63,7 @@ func newKeywordSet(words []string) *keywordSet {
 			n, ok := nodes[s].next[c]
 			if !ok {
 				n = int32(len(nodes))
-				nodes = append(nodes, node{next: map[uint8]int32{}})
+				nodes = append(nodes, node{next: map[uint16]int32{}})
 				nodes[s].next[c] = n
 			}
 			s = n
@@ -79,7 +76,7 @@ func newKeywordSet(words []string) *keywordSet {
 	k.delta = make([]int32, len(nodes)*k.nclass)
 	queue := []int32{}
 	for c := 0; c < k.nclass; c++ {
-		if n, ok := nodes[0].next[uint8(c)]; ok && c != 0 {
+		if n, ok := nodes[0].next[uint16(c)]; ok && c != 0 {
 			nodes[n].fail = 0
 			k.delta[c] = n
 			queue = append(queue, n)
@@ -91,7 +88,7 @@ func newKeywordSet(words []string) *keywordSet {
 		f := nodes[s].fail
 		nodes[s].out = append(nodes[s].out, nodes[f].out...)
 		for c := 0; c < k.nclass; c++ {
-			if n, ok := nodes[s].next[uint8(c)]; ok && c != 0 {
+			if n, ok := nodes[s].next[uint16(c)]; ok && c != 0 {
 				nodes[n].fail = k.delta[int(f)*k.nclass+c]
 				k.delta[int(s)*k.nclass+c] = n
 				queue = append(queue, n)

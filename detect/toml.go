@@ -421,7 +421,10 @@ func (p *tomlParser) array() (any, error) {
 		}
 		out = append(out, v)
 		p.skipSpaceNewlinesComments()
-		if p.pos < len(p.src) && p.src[p.pos] == ',' {
+		if p.pos >= len(p.src) {
+			return nil, p.errf(start, "unterminated array")
+		}
+		if p.src[p.pos] == ',' {
 			p.pos++
 			continue
 		}
