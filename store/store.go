@@ -75,6 +75,7 @@ type Store interface {
 	Blobs
 	SavedQueries
 	Idempotency
+	Guardrails
 }
 
 // Users stores the accounts of explorer-api §1.4 and §12.2.
@@ -362,6 +363,133 @@ type Idempotency interface {
 	PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int, error)
 }
 
+// Guardrails stores dataset guardrails (policies) with their immutable
+// version history and the global change feed (explorer-api §9). Every write
+// adds one version row, raises the dataset's RulesetVersion by one and
+// appends one change-feed entry, in one transaction; the caller publishes
+// the change (Notify) after it returns.
+type Guardrails interface {
+	// CreateGuardrail inserts g as version 1 with change
+	// GuardrailCreated or GuardrailImported (ID, times defaulted; Version
+	// set). ErrNotFound when the dataset is absent.
+	CreateGuardrail(ctx context.Context, g *Guardrail, change, comment string) error
+	// GetGuardrail returns the current state, or ErrNotFound (also once
+	// deleted).
+	GetGuardrail(ctx context.Context, id string) (*Guardrail, error)
+	// ListGuardrails returns the dataset's guardrails (disabled included,
+	// deleted not), oldest first.
+	ListGuardrails(ctx context.Context, datasetID string) ([]*Guardrail, error)
+	// UpdateGuardrail applies up. ErrConflict when up.BaseVersion is set
+	// and differs from the current version (version_conflict);
+	// ErrNotFound when absent or deleted.
+	UpdateGuardrail(ctx context.Context, id string, up GuardrailUpdate) (*Guardrail, error)
+	// DeleteGuardrail marks it deleted (a version with change
+	// GuardrailDeleted). ErrNotFound when absent or already deleted.
+	DeleteGuardrail(ctx context.Context, id, authorID, comment string) error
+	// RestoreGuardrail writes a new version equal to version n (change
+	// GuardrailRestored), undeleting a deleted guardrail. ErrNotFound when
+	// the guardrail or version is absent.
+	RestoreGuardrail(ctx context.Context, id string, n int, authorID, comment string) (*Guardrail, error)
+	// ListGuardrailVersions returns its versions, newest first (deleted
+	// guardrails included). ErrNotFound when it never existed.
+	ListGuardrailVersions(ctx context.Context, id string) ([]*GuardrailVersion, error)
+	// GetGuardrailVersion returns version n, or ErrNotFound.
+	GetGuardrailVersion(ctx context.Context, id string, n int) (*GuardrailVersion, error)
+	// ListPolicyHistory returns every version row of the dataset, newest
+	// first (by ruleset version, then guardrail id).
+	ListPolicyHistory(ctx context.Context, datasetID string, limit, offset int) ([]*GuardrailVersion, error)
+	// RulesetAt returns the dataset's guardrails as they were at ruleset
+	// version rv (deleted ones left out), oldest first. ErrNotFound when
+	// rv is above the dataset's current ruleset version.
+	RulesetAt(ctx context.Context, datasetID string, rv int64) ([]*Guardrail, error)
+	// ListGuardrailChanges returns the change-feed entries with Seq >
+	// after, in Seq order, at most limit (0 = all). Seq order is commit
+	// order (writers serialise on the feed).
+	ListGuardrailChanges(ctx context.Context, after int64, limit int) (*GuardrailFeed, error)
+	// PurgeGuardrailChanges deletes feed entries older than before, except
+	// the newest entry (so Latest never goes back), and returns how many.
+	// The feed keeps at least 7 days: before is the caller's choice.
+	PurgeGuardrailChanges(ctx context.Context, before time.Time) (int, error)
+}
+
+// Guardrail change kinds (explorer-api §9.1).
+const (
+	GuardrailCreated  = "created"
+	GuardrailUpdated  = "updated"
+	GuardrailDeleted  = "deleted"
+	GuardrailRestored = "restored"
+	GuardrailImported = "imported"
+)
+
+// Guardrail is a dataset guardrail's current state (explorer-api §2.6).
+type Guardrail struct {
+	ID            string
+	DatasetID     string
+	OwnerID       string
+	Name          string
+	Content       string // the rule text
+	Enabled       bool
+	Action        string          // "block" or "log"
+	Severity      string          // "info", "warn" or "critical"
+	Scope         json.RawMessage // {"kinds", "mcp_servers", "mcp_clients"} or nil (null: every kind)
+	ExtraMetadata json.RawMessage // a JSON object; nil = {}
+	Version       int
+	UpdatedBy     string // user id of the last change
+	TimeCreated   time.Time
+	TimeUpdated   time.Time
+}
+
+// GuardrailVersion is one immutable version row.
+type GuardrailVersion struct {
+	GuardrailID    string
+	DatasetID      string
+	Version        int
+	RulesetVersion int64 // the dataset's ruleset version this change made
+	Name           string
+	Content        string
+	Enabled        bool
+	Action         string
+	Severity       string
+	Scope          json.RawMessage
+	ExtraMetadata  json.RawMessage
+	Change         string // GuardrailCreated, …
+	Comment        string
+	AuthorID       string
+	TimeCreated    time.Time
+}
+
+// GuardrailUpdate holds the changes UpdateGuardrail applies; nil fields are
+// kept. Scope set to a pointer to nil or "null" clears it.
+type GuardrailUpdate struct {
+	Name          *string
+	Content       *string
+	Enabled       *bool
+	Action        *string
+	Severity      *string
+	Scope         *json.RawMessage
+	ExtraMetadata json.RawMessage // replaces the object when non-nil
+	BaseVersion   int             // > 0: optimistic concurrency check
+	AuthorID      string
+	Comment       string
+}
+
+// GuardrailFeed is a page of the change feed. A client whose after is
+// below Oldest-1 missed purged entries and must reset (explorer-api §9.3).
+type GuardrailFeed struct {
+	Changes []GuardrailChange
+	Latest  int64 // the newest Seq, 0 when nothing ever changed
+	Oldest  int64 // the oldest retained Seq, 0 when empty
+}
+
+// GuardrailChange is one change-feed entry (explorer-api §9.3).
+type GuardrailChange struct {
+	Seq            int64
+	DatasetID      string
+	OwnerID        string
+	RulesetVersion int64
+	Time           time.Time
+}
+
 // Blob is a stored image.
 type Blob struct {
 	OwnerID     string
@@ -469,6 +597,9 @@ type Dataset struct {
 	NextIndex int64
 	// NumTraces is filled in by reads, ignored by writes.
 	NumTraces int
+	// RulesetVersion counts the dataset's guardrail changes
+	// (explorer-api §9.1); maintained by the Guardrails methods.
+	RulesetVersion int64
 }
 
 // DatasetFilter selects datasets. Zero fields do not filter.

@@ -96,11 +96,8 @@ func (b *backend) IsUnique(err error) bool {
 	return errors.As(err, &e) && e.Code == "23505"
 }
 
-// migrationLock is the advisory-lock key that serialises migrations.
-const migrationLock = 0x76696731 // "vig1"
-
-func (b *backend) LockMigrations(ctx context.Context, tx sqlstore.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock))
+func (b *backend) Lock(ctx context.Context, tx sqlstore.Tx, key int64) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key)
 	return err
 }
 

@@ -165,7 +165,7 @@ func (b *backend) IsUnique(err error) bool {
 	return false
 }
 
-func (b *backend) LockMigrations(context.Context, sqlstore.Tx) error { return nil }
+func (b *backend) Lock(context.Context, sqlstore.Tx, int64) error { return nil }
 
 func (b *backend) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	tx, err := b.writer.BeginTx(ctx, nil)

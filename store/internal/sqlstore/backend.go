@@ -129,8 +129,10 @@ type Backend interface {
 	JSONStringEquals(col string, key, val int) string
 	// IsUnique reports whether err is a unique-constraint violation.
 	IsUnique(err error) bool
-	// LockMigrations serialises migrations across processes inside tx.
-	LockMigrations(ctx context.Context, tx Tx) error
+	// Lock takes the transaction-scoped lock named key (an advisory lock
+	// on PostgreSQL; nothing on SQLite, whose writers are serial), held
+	// until tx ends.
+	Lock(ctx context.Context, tx Tx, key int64) error
 	// PrepareBulk is called once after migrating for each table that
 	// BulkInsert writes, so the backend may prepare statements ahead.
 	PrepareBulk(ctx context.Context, table string, cols []string) error

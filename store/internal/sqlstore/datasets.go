@@ -12,14 +12,14 @@ import (
 	"github.com/vigilhq/vigil/store"
 )
 
-const datasetCols = `id, owner_id, name, metadata, is_public, time_created, latest_trace_time, next_index, num_traces`
+const datasetCols = `id, owner_id, name, metadata, is_public, time_created, latest_trace_time, next_index, num_traces, ruleset_version`
 
 func scanDataset(r interface{ Scan(...any) error }) (*store.Dataset, error) {
 	d := &store.Dataset{}
 	var md string
 	var tc int64
 	var latest *int64
-	if err := r.Scan(&d.ID, &d.OwnerID, &d.Name, &md, &d.IsPublic, &tc, &latest, &d.NextIndex, &d.NumTraces); err != nil {
+	if err := r.Scan(&d.ID, &d.OwnerID, &d.Name, &md, &d.IsPublic, &tc, &latest, &d.NextIndex, &d.NumTraces, &d.RulesetVersion); err != nil {
 		return nil, err
 	}
 	d.Metadata = json.RawMessage(md)
@@ -59,12 +59,12 @@ func (s *Store) CreateDataset(ctx context.Context, d *store.Dataset) error {
 		return err
 	}
 	d.Metadata = json.RawMessage(objectOrEmpty(d.Metadata))
-	_, err := s.b.Writer().Exec(ctx, `INSERT INTO datasets (`+datasetCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0)`,
+	_, err := s.b.Writer().Exec(ctx, `INSERT INTO datasets (`+datasetCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0)`,
 		d.ID, d.OwnerID, d.Name, string(d.Metadata), d.IsPublic, micros(d.TimeCreated), microsPtr(d.LatestTraceTime), d.NextIndex)
 	if err != nil {
 		return s.conflict(err, fmt.Sprintf("create dataset %q", d.Name))
 	}
-	d.NumTraces = 0
+	d.NumTraces, d.RulesetVersion = 0, 0
 	return nil
 }
 
@@ -206,6 +206,8 @@ func (s *Store) DeleteDataset(ctx context.Context, id string, closeFn store.Clos
 			`DELETE FROM traces WHERE dataset_id = $1`,
 			`DELETE FROM dataset_tools WHERE dataset_id = $1`,
 			`DELETE FROM saved_queries WHERE dataset_id = $1`,
+			`DELETE FROM guardrail_versions WHERE dataset_id = $1`,
+			`DELETE FROM guardrails WHERE dataset_id = $1`,
 			`DELETE FROM datasets WHERE id = $1`,
 		} {
 			if _, err := tx.Exec(ctx, q, id); err != nil {

@@ -9,7 +9,8 @@ import (
 // "postgres"). Never edit or reorder an entry once released: add a new one.
 // Each entry runs in its own transaction. The DDL is common to both
 // databases except for what is rewritten here: {{WITHOUT_ROWID}} becomes
-// SQLite's WITHOUT ROWID, {{BYTES}} is BLOB or BYTEA, and on PostgreSQL every TEXT column is declared
+// SQLite's WITHOUT ROWID, {{BYTES}} is BLOB or BYTEA, {{SERIAL}} an
+// auto-incrementing integer key, and on PostgreSQL every TEXT column is declared
 // COLLATE "C", so keys compare as bytes (as SQLite's BINARY does: both
 // backends sort alike) and index maintenance skips the locale's strcoll.
 func Migrations(kind string) []string {
@@ -18,9 +19,11 @@ func Migrations(kind string) []string {
 		if kind == "sqlite" {
 			m = strings.ReplaceAll(m, "{{WITHOUT_ROWID}}", "WITHOUT ROWID")
 			m = strings.ReplaceAll(m, "{{BYTES}}", "BLOB")
+			m = strings.ReplaceAll(m, "{{SERIAL}}", "INTEGER PRIMARY KEY AUTOINCREMENT")
 		} else {
 			m = strings.ReplaceAll(m, "{{WITHOUT_ROWID}}", "")
 			m = strings.ReplaceAll(m, "{{BYTES}}", "BYTEA")
+			m = strings.ReplaceAll(m, "{{SERIAL}}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
 			m = textColumn.ReplaceAllString(m, `$1 TEXT COLLATE "C"`)
 		}
 		out[i] = m
@@ -215,5 +218,58 @@ CREATE TABLE idempotency_keys (
 	PRIMARY KEY (principal, key)
 );
 CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
+`,
+	// 3: dataset guardrails, their versions, the ruleset version and the
+	// change feed.
+	`
+ALTER TABLE datasets ADD COLUMN ruleset_version BIGINT NOT NULL DEFAULT 0;
+
+CREATE TABLE guardrails (
+	id TEXT PRIMARY KEY,
+	dataset_id TEXT NOT NULL,
+	owner_id TEXT NOT NULL,
+	name TEXT NOT NULL,
+	content TEXT NOT NULL,
+	enabled BOOLEAN NOT NULL,
+	action TEXT NOT NULL,
+	severity TEXT NOT NULL,
+	scope TEXT,
+	extra_metadata TEXT NOT NULL,
+	version INTEGER NOT NULL,
+	updated_by TEXT NOT NULL,
+	time_created BIGINT NOT NULL,
+	time_updated BIGINT NOT NULL,
+	deleted BOOLEAN NOT NULL DEFAULT FALSE
+);
+CREATE INDEX guardrails_dataset ON guardrails (dataset_id, time_created);
+
+CREATE TABLE guardrail_versions (
+	guardrail_id TEXT NOT NULL,
+	dataset_id TEXT NOT NULL,
+	version INTEGER NOT NULL,
+	ruleset_version BIGINT NOT NULL,
+	name TEXT NOT NULL,
+	content TEXT NOT NULL,
+	enabled BOOLEAN NOT NULL,
+	action TEXT NOT NULL,
+	severity TEXT NOT NULL,
+	scope TEXT,
+	extra_metadata TEXT NOT NULL,
+	change TEXT NOT NULL,
+	comment TEXT NOT NULL,
+	author_id TEXT NOT NULL,
+	time_created BIGINT NOT NULL,
+	PRIMARY KEY (guardrail_id, version)
+);
+CREATE INDEX guardrail_versions_dataset ON guardrail_versions (dataset_id, ruleset_version);
+
+CREATE TABLE guardrail_changes (
+	seq {{SERIAL}},
+	dataset_id TEXT NOT NULL,
+	owner_id TEXT NOT NULL,
+	ruleset_version BIGINT NOT NULL,
+	time BIGINT NOT NULL
+);
+CREATE INDEX guardrail_changes_time ON guardrail_changes (time);
 `,
 }

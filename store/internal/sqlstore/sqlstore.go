@@ -8,6 +8,12 @@ import (
 	"github.com/vigilhq/vigil/store"
 )
 
+// Lock keys of Backend.Lock.
+const (
+	lockMigrations    = 0x76696731 // "vig1"
+	lockGuardrailFeed = 0x76696732 // "vig2"
+)
+
 // Store implements store.Store over a Backend.
 type Store struct {
 	b Backend
@@ -96,7 +102,7 @@ func migrate(ctx context.Context, b Backend) error {
 	if err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	if err := b.LockMigrations(ctx, tx); err != nil {
+	if err := b.Lock(ctx, tx, lockMigrations); err != nil {
 		_ = tx.Rollback(ctx)
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
@@ -135,7 +141,7 @@ func applyMigration(ctx context.Context, b Backend, version int, sql string) (er
 			_ = tx.Rollback(ctx)
 		}
 	}()
-	if err := b.LockMigrations(ctx, tx); err != nil {
+	if err := b.Lock(ctx, tx, lockMigrations); err != nil {
 		return err
 	}
 	var one int

@@ -328,7 +328,7 @@ func (s *Store) findPushDataset(ctx context.Context, tx Tx, req store.PushReques
 	}
 	created := false
 	if req.CreateIfMissing {
-		n, err := tx.Exec(ctx, `INSERT INTO datasets (`+datasetCols+`) VALUES ($1, $2, $3, $4, FALSE, $5, NULL, 0, 0)
+		n, err := tx.Exec(ctx, `INSERT INTO datasets (`+datasetCols+`) VALUES ($1, $2, $3, $4, FALSE, $5, NULL, 0, 0, 0)
 			ON CONFLICT (owner_id, name) DO NOTHING`,
 			store.NewID(), req.OwnerID, req.DatasetName, objectOrEmpty(req.NewDatasetMetadata), micros(at))
 		if err != nil {
