@@ -107,7 +107,7 @@ func testGuardrailHistory(t *testing.T, s store.Store) {
 	v2 := "v2"
 	_, err := s.UpdateGuardrail(ctx, a.ID, store.GuardrailUpdate{Content: &v2, AuthorID: u.ID}) // rv 3
 	must(t, err)
-	must(t, s.DeleteGuardrail(ctx, b.ID, u.ID, "")) // rv 4
+	must(t, s.DeleteGuardrail(ctx, b.ID, u.ID, ""))          // rv 4
 	r, err := s.RestoreGuardrail(ctx, a.ID, 1, u.ID, "back") // rv 5
 	must(t, err)
 	if r.Content != "v1" || r.Version != 3 {
