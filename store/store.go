@@ -76,6 +76,7 @@ type Store interface {
 	SavedQueries
 	Idempotency
 	Guardrails
+	Findings
 }
 
 // Users stores the accounts of explorer-api §1.4 and §12.2.
@@ -410,6 +411,82 @@ type Guardrails interface {
 	// the newest entry (so Latest never goes back), and returns how many.
 	// The feed keeps at least 7 days: before is the caller's choice.
 	PurgeGuardrailChanges(ctx context.Context, before time.Time) (int, error)
+}
+
+// Findings stores ledger findings (spec/ledger.md §8.1, §8.2): stored
+// violations, deduplicated on (MonitorID, RunID, Key), with review status
+// and history.
+type Findings interface {
+	// UpsertFinding inserts f (ID a new ULID, Status "open", times
+	// defaulted) or, when a finding with the same MonitorID, RunID and
+	// Key exists, updates its Title, Severity, Score, NodeID, Citations,
+	// Context and UpdatedAt, never its Status or History. It returns the
+	// stored finding and whether it is new.
+	UpsertFinding(ctx context.Context, f *Finding) (*Finding, bool, error)
+	// GetFinding returns it or ErrNotFound.
+	GetFinding(ctx context.Context, id string) (*Finding, error)
+	// ListFindings returns the findings matching f: by CreatedAt then id,
+	// or in review-queue order (critical first, then warn, then info, then
+	// CreatedAt, then id) when f.ReviewOrder.
+	ListFindings(ctx context.Context, f FindingFilter) ([]*Finding, error)
+	// SetFindingStatus moves a finding open → accepted|dismissed or
+	// accepted|dismissed → open, appending {at, by, from, to, note} to
+	// its history. ErrConflict for any other transition (including to the
+	// same status); ErrNotFound when absent.
+	SetFindingStatus(ctx context.Context, id, to, by, note string, at time.Time) (*Finding, error)
+}
+
+// Finding statuses and severities (spec/ledger.md §8.1).
+const (
+	FindingOpen      = "open"
+	FindingAccepted  = "accepted"
+	FindingDismissed = "dismissed"
+
+	SeverityInfo     = "info"
+	SeverityWarn     = "warn"
+	SeverityCritical = "critical"
+)
+
+// Finding is one stored violation.
+type Finding struct {
+	ID        string // a ULID
+	RunID     string // the trace id
+	OwnerID   string
+	NodeID    string // "" = the whole run
+	MonitorID string
+	Monitor   string // the monitor's name
+	Key       string
+	Title     string
+	Severity  string
+	Score     float64
+	Citations json.RawMessage // [{nodeId|null, address}]
+	Status    string
+	Context   json.RawMessage // an object or nil
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	History   []FindingTransition
+}
+
+// FindingTransition is one review-status change.
+type FindingTransition struct {
+	At   time.Time `json:"at"`
+	By   string    `json:"by"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	Note string    `json:"note,omitempty"`
+}
+
+// FindingFilter selects findings. Zero fields do not filter.
+type FindingFilter struct {
+	OwnerID     string
+	RunID       string
+	RunIDs      []string
+	MonitorID   string
+	Status      []string
+	Severity    []string
+	ReviewOrder bool
+	Limit       int // 0 = no limit
+	Offset      int
 }
 
 // Guardrail change kinds (explorer-api §9.1).

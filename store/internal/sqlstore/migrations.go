@@ -272,4 +272,28 @@ CREATE TABLE guardrail_changes (
 );
 CREATE INDEX guardrail_changes_time ON guardrail_changes (time);
 `,
+	// 4: ledger findings.
+	`
+CREATE TABLE findings (
+	id TEXT PRIMARY KEY,
+	run_id TEXT NOT NULL,
+	owner_id TEXT NOT NULL,
+	node_id TEXT,
+	monitor_id TEXT NOT NULL,
+	monitor TEXT NOT NULL,
+	key TEXT NOT NULL,
+	title TEXT NOT NULL,
+	severity TEXT NOT NULL,
+	score DOUBLE PRECISION NOT NULL,
+	citations TEXT NOT NULL,
+	status TEXT NOT NULL,
+	context TEXT,
+	history TEXT NOT NULL,
+	created_at BIGINT NOT NULL,
+	updated_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX findings_dedup ON findings (monitor_id, run_id, key);
+CREATE INDEX findings_run ON findings (run_id, created_at);
+CREATE INDEX findings_status ON findings (status, created_at);
+`,
 }
