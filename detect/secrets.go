@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -361,20 +362,22 @@ func (s *SecretScanner) Scan(text string) []Match {
 	if len(hits) == 0 && len(s.always) == 0 {
 		return nil
 	}
-	triggered := make([]bool, len(s.rules))
-	for _, ri := range s.always {
-		triggered[ri] = true
+	// Pair each hit with the rules it triggers, grouped by rule (stable,
+	// so each rule's hits stay in text order).
+	type ruleHit struct {
+		ri int
+		h  keywordHit
 	}
-	var ruleHits [][]keywordHit
-	if len(hits) > 0 {
-		ruleHits = make([][]keywordHit, len(s.rules))
-	}
+	var pairs []ruleHit
 	for _, h := range hits {
 		for _, ri := range s.kwRules[h.Word] {
-			triggered[ri] = true
-			ruleHits[ri] = append(ruleHits[ri], h)
+			pairs = append(pairs, ruleHit{ri, h})
 		}
 	}
+	for _, ri := range s.always {
+		pairs = append(pairs, ruleHit{ri: ri, h: keywordHit{Word: -1}})
+	}
+	slices.SortStableFunc(pairs, func(a, b ruleHit) int { return a.ri - b.ri })
 	var out []Match
 	var builtinSpans, specificSpans [][2]int
 	overlaps := func(spans [][2]int, a, b int) bool {
@@ -392,15 +395,19 @@ func (s *SecretScanner) Scan(text string) []Match {
 		ri int
 	}
 	var cfg, generic []finding
-	for ri, r := range s.rules {
-		if !triggered[ri] {
-			continue
+	var ruleHits []keywordHit
+	for p := 0; p < len(pairs); {
+		ri := pairs[p].ri
+		r := s.rules[ri]
+		ruleHits = ruleHits[:0]
+		for ; p < len(pairs) && pairs[p].ri == ri; p++ {
+			ruleHits = append(ruleHits, pairs[p].h)
 		}
 		var locs [][]int
 		if len(r.keywords) == 0 {
 			locs = r.re.FindAllStringIndex(text, -1)
 		} else {
-			locs = s.findNear(r, text, ruleHits[ri])
+			locs = s.findNear(r, text, ruleHits)
 		}
 		for _, loc := range locs {
 			start, end := loc[0], loc[1]

@@ -355,14 +355,26 @@ func assignmentFollows(text string, i int) bool {
 		}
 		n++
 	}
-	for n = 0; i < len(text) && n < 10; i++ {
-		c := text[i]
-		if !(isWordByte(c) || c == '.' || c == '=' || c == '-' || c == '+' || c == '/') {
-			break
-		}
-		n++
+	// The secret: 10 of [\w.=-], or an alphanumeric then 11 of
+	// [a-z0-9+/] (after '=' fillers).
+	n1 := 0
+	for j := i; j < len(text) && n1 < 10 && (isWordByte(text[j]) || text[j] == '.' || text[j] == '=' || text[j] == '-'); j++ {
+		n1++
 	}
-	return n >= 10
+	if n1 >= 10 {
+		return true
+	}
+	for i < len(text) && text[i] == '=' {
+		i++
+	}
+	if i >= len(text) || !(isDigit(text[i]) || isASCIILetter(text[i])) {
+		return false
+	}
+	n2 := 0
+	for j := i + 1; j < len(text) && n2 < 11 && (isDigit(text[j]) || isASCIILetter(text[j]) || text[j] == '+' || text[j] == '/'); j++ {
+		n2++
+	}
+	return n2 >= 11
 }
 
 func isWordByte(c byte) bool {
