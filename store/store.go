@@ -77,6 +77,7 @@ type Store interface {
 	Idempotency
 	Guardrails
 	Findings
+	MCP
 }
 
 // Users stores the accounts of explorer-api §1.4 and §12.2.
@@ -434,6 +435,89 @@ type Findings interface {
 	// its history. ErrConflict for any other transition (including to the
 	// same status); ErrNotFound when absent.
 	SetFindingStatus(ctx context.Context, id, to, by, note string, at time.Time) (*Finding, error)
+}
+
+// MCP stores MCP sessions and tool pins (explorer-api §13, gateway.md
+// §9.4). The pinning decision table is the caller's; the store runs it
+// atomically per (owner, server) through UpdateMCPPins.
+type MCP interface {
+	// PutMCPSession inserts or replaces the session with s.ID (StartedAt
+	// is kept from the first put; LastSeenAt defaults to now).
+	PutMCPSession(ctx context.Context, s *MCPSession) error
+	// GetMCPSession returns it or ErrNotFound.
+	GetMCPSession(ctx context.Context, id string) (*MCPSession, error)
+	// ListMCPSessions returns sessions matching f, newest LastSeenAt first.
+	ListMCPSessions(ctx context.Context, f MCPSessionFilter) ([]*MCPSession, error)
+	// UpdateMCPPins locks the (owner, server) pin set, calls fn with its
+	// current pins (by tool name) and writes the pins fn returns
+	// (inserted when their ID is empty, else replaced), in one
+	// transaction. fn must not call the store.
+	UpdateMCPPins(ctx context.Context, ownerID, server string, fn func(pins []*MCPPin) ([]*MCPPin, error)) ([]*MCPPin, error)
+	// ListMCPPins returns the owner's pins, of one server when server is
+	// not "", by server then tool.
+	ListMCPPins(ctx context.Context, ownerID, server string) ([]*MCPPin, error)
+	// GetMCPPin returns it or ErrNotFound.
+	GetMCPPin(ctx context.Context, id string) (*MCPPin, error)
+	// ApproveMCPPin promotes the pending version to approved (Hash,
+	// Pinned from Pending*; the pending fields cleared). ErrConflict when
+	// nothing is pending; ErrNotFound when absent.
+	ApproveMCPPin(ctx context.Context, id, by string, at time.Time) (*MCPPin, error)
+	// DeleteMCPPin forgets the pin, or returns ErrNotFound.
+	DeleteMCPPin(ctx context.Context, id string) error
+}
+
+// MCPSession is a recorded MCP session (explorer-api §13).
+type MCPSession struct {
+	ID              string
+	OwnerID         string
+	TraceID         string
+	Dataset         string
+	Transport       string
+	Client          json.RawMessage // {name, version} or nil
+	Server          json.RawMessage // {name, version} or nil
+	ServerName      string          // the pinning identity, for filters
+	ProtocolVersion string
+	Upstream        string
+	SystemUser      string
+	StartedAt       time.Time
+	LastSeenAt      time.Time
+	EndedAt         *time.Time
+	// State is the gateway's own JSON (pins seen, error keys reported)
+	// kept for re-attaching after a restart; nil = none.
+	State json.RawMessage
+}
+
+// MCPSessionFilter selects sessions. Zero fields do not filter.
+type MCPSessionFilter struct {
+	OwnerID string
+	Dataset string
+	Server  string // ServerName
+	Limit   int    // 0 = no limit
+	Offset  int
+}
+
+// MCP pin statuses.
+const (
+	PinApproved = "approved"
+	PinPending  = "pending"
+)
+
+// MCPPin is a tool's pinned definition (gateway.md §9.4).
+type MCPPin struct {
+	ID      string
+	OwnerID string
+	Server  string
+	Tool    string
+	Hash    string          // fingerprint of the approved definition
+	Pinned  json.RawMessage // {description, input_schema, title, annotations}
+	Status  string          // PinApproved, or PinPending while a changed version waits
+	// The pending version, when Status is PinPending.
+	PendingHash      string
+	Pending          json.RawMessage
+	PendingFirstSeen *time.Time
+	ApprovedBy       string
+	TimeApproved     *time.Time
+	TimeCreated      time.Time
 }
 
 // Finding statuses and severities (spec/ledger.md §8.1).

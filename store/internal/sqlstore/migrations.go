@@ -296,4 +296,42 @@ CREATE UNIQUE INDEX findings_dedup ON findings (monitor_id, run_id, key);
 CREATE INDEX findings_run ON findings (run_id, created_at);
 CREATE INDEX findings_status ON findings (status, created_at);
 `,
+	// 5: MCP sessions and tool pins.
+	`
+CREATE TABLE mcp_sessions (
+	id TEXT PRIMARY KEY,
+	owner_id TEXT NOT NULL,
+	trace_id TEXT NOT NULL,
+	dataset TEXT NOT NULL,
+	transport TEXT NOT NULL,
+	client TEXT,
+	server TEXT,
+	server_name TEXT NOT NULL,
+	protocol_version TEXT NOT NULL,
+	upstream TEXT NOT NULL,
+	system_user TEXT NOT NULL,
+	started_at BIGINT NOT NULL,
+	last_seen_at BIGINT NOT NULL,
+	ended_at BIGINT,
+	state TEXT
+);
+CREATE INDEX mcp_sessions_owner ON mcp_sessions (owner_id, last_seen_at);
+
+CREATE TABLE mcp_pins (
+	id TEXT PRIMARY KEY,
+	owner_id TEXT NOT NULL,
+	server TEXT NOT NULL,
+	tool TEXT NOT NULL,
+	hash TEXT NOT NULL,
+	pinned TEXT NOT NULL,
+	status TEXT NOT NULL,
+	pending_hash TEXT,
+	pending TEXT,
+	pending_first_seen BIGINT,
+	approved_by TEXT NOT NULL,
+	time_approved BIGINT,
+	time_created BIGINT NOT NULL,
+	UNIQUE (owner_id, server, tool)
+);
+`,
 }
