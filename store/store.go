@@ -17,7 +17,14 @@
 // annotation addresses or search queries, and does not check permissions: every
 // method trusts its caller (the server) to have authorised the request.
 // Ownership filters exist so the caller can express visibility, not to
-// enforce it.
+// enforce it. Full-text search indexes (FTS5, pg_trgm) are not here yet.
+//
+// Layout: store.go holds the interface (one sub-interface per resource:
+// users, keys, datasets, traces, annotations, ledger, blobs, saved queries,
+// idempotency, guardrails, findings, MCP) and the record types; ids.go the
+// id helpers (UUIDv7, ULID, key hashing); merge.go the JSON merges both
+// backends apply inside their transactions. The SQL both backends share,
+// with the one migration list, is store/internal/sqlstore.
 package store
 
 import (
