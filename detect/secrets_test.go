@@ -1,7 +1,9 @@
 package detect
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -76,6 +78,25 @@ func TestSecretsWindowsMatchWholeText(t *testing.T) {
 		"line\n" + strings.Repeat("x", 300) + " api_key = \"" + strings.Repeat("Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3", 30) + "\"\nmore",
 		"-----BEGIN PRIVATE KEY-----\n" + strings.Repeat("MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi6Z5Bqo7cJ3kN8xXo\n", 40) + "-----END PRIVATE KEY-----",
 	}
+	// gitleaks' own examples, each alone and all in one text.
+	var ex []struct {
+		TPs []string `json:"tps"`
+		FPs []string `json:"fps"`
+	}
+	b, err := os.ReadFile("testdata/gitleaks-examples.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &ex); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, e := range ex {
+		all = append(all, e.TPs...)
+		all = append(all, e.FPs...)
+	}
+	texts = append(texts, strings.Join(all, "\n"))
+	texts = append(texts, all...)
 	for i, text := range texts {
 		for ri, r := range s.rules {
 			if len(r.keywords) == 0 {

@@ -37,6 +37,10 @@ type regexSpan struct {
 	// wordStart: the regex starts with \b, so (with pre == 0) a keyword
 	// that starts with a word character must start a word.
 	wordStart bool
+	// anywhere: some match need not contain a keyword (gitleaks runs
+	// such a rule on the whole text once a keyword occurs anywhere), so
+	// windows do not apply.
+	anywhere bool
 }
 
 // spanOf computes the span of pattern for a rule with keywords; on a
@@ -53,7 +57,196 @@ func spanOf(pattern string, keywords []string) regexSpan {
 		first = first.Sub[0]
 	}
 	sp.wordStart = first.Op == syntax.OpWordBoundary && sp.pre == 0
+	sp.anywhere = !mustContain(re, keywords)
 	return sp
+}
+
+// mustContain reports whether every match of re contains one of the
+// keywords. Parts of the regex that match a small finite set of strings
+// are expanded (the parser factors `ghp|gho` into `gh[op]`), so a keyword
+// spread over several nodes is still seen.
+func mustContain(re *syntax.Regexp, keywords []string) bool {
+	allHave := func(set []string) bool {
+		for _, x := range set {
+			found := false
+			for _, k := range keywords {
+				if strings.Contains(x, k) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+		return len(set) > 0
+	}
+	if set, ok := finiteStrings(re); ok && allHave(set) {
+		return true
+	}
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return mustContain(re.Sub[0], keywords)
+	case syntax.OpRepeat:
+		return re.Min >= 1 && mustContain(re.Sub[0], keywords)
+	case syntax.OpConcat:
+		// Expand runs of consecutive finite parts.
+		var acc []string
+		for _, sub := range re.Sub {
+			if mustContain(sub, keywords) {
+				return true
+			}
+			set, ok := finiteStrings(sub)
+			if !ok {
+				// A match of sub starts with one of its first strings.
+				if first, ok := firstStrings(sub); ok && acc != nil {
+					if x, ok := crossStrings(acc, first); ok && allHave(x) {
+						return true
+					}
+				}
+				acc = nil
+				continue
+			}
+			if acc == nil {
+				acc = set
+			} else if acc, ok = crossStrings(acc, set); !ok {
+				acc = nil
+				continue
+			}
+			if allHave(acc) {
+				return true
+			}
+		}
+		return false
+	case syntax.OpAlternate:
+		for _, sub := range re.Sub {
+			if !mustContain(sub, keywords) {
+				return false
+			}
+		}
+		return len(re.Sub) > 0
+	}
+	return false
+}
+
+const maxFiniteStrings = 512
+
+// finiteStrings returns the lower-cased strings re can match when they
+// are few (at most maxFiniteStrings), zero-width assertions ignored.
+func finiteStrings(re *syntax.Regexp) ([]string, bool) {
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return []string{""}, true
+	case syntax.OpLiteral:
+		return []string{strings.ToLower(string(re.Rune))}, true
+	case syntax.OpCharClass:
+		seen := map[string]bool{}
+		var out []string
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			if re.Rune[i+1]-re.Rune[i] > 64 {
+				return nil, false
+			}
+			for r := re.Rune[i]; r <= re.Rune[i+1]; r++ {
+				x := strings.ToLower(string(r))
+				if !seen[x] {
+					seen[x] = true
+					out = append(out, x)
+				}
+			}
+			if len(out) > 64 {
+				return nil, false
+			}
+		}
+		return out, true
+	case syntax.OpCapture:
+		return finiteStrings(re.Sub[0])
+	case syntax.OpQuest:
+		set, ok := finiteStrings(re.Sub[0])
+		return append(set, ""), ok
+	case syntax.OpConcat:
+		acc := []string{""}
+		for _, sub := range re.Sub {
+			set, ok := finiteStrings(sub)
+			if !ok {
+				return nil, false
+			}
+			if acc, ok = crossStrings(acc, set); !ok {
+				return nil, false
+			}
+		}
+		return acc, true
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			set, ok := finiteStrings(sub)
+			if !ok || len(out)+len(set) > maxFiniteStrings {
+				return nil, false
+			}
+			out = append(out, set...)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// firstStrings returns a small set of strings one of which starts every
+// match of re (lower-cased).
+func firstStrings(re *syntax.Regexp) ([]string, bool) {
+	if set, ok := finiteStrings(re); ok {
+		return set, true
+	}
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return firstStrings(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return firstStrings(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		acc := []string{""}
+		for _, sub := range re.Sub {
+			if set, ok := finiteStrings(sub); ok {
+				if acc, ok = crossStrings(acc, set); !ok {
+					return nil, false
+				}
+				continue
+			}
+			first, ok := firstStrings(sub)
+			if !ok {
+				return acc, true
+			}
+			if x, ok := crossStrings(acc, first); ok {
+				return x, true
+			}
+			return acc, true
+		}
+		return acc, true
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			set, ok := firstStrings(sub)
+			if !ok || len(out)+len(set) > maxFiniteStrings {
+				return nil, false
+			}
+			out = append(out, set...)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func crossStrings(a, b []string) ([]string, bool) {
+	if len(a)*len(b) > maxFiniteStrings {
+		return nil, false
+	}
+	out := make([]string, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			out = append(out, x+y)
+		}
+	}
+	return out, true
 }
 
 // preKeyword bounds the bytes a match of re can have before the start of
@@ -247,6 +440,9 @@ type window struct{ start, end int }
 // findNear returns the match indexes of r in text near hits, in text
 // order, without overlaps.
 func (s *SecretScanner) findNear(r *secretRule, text string, hits []keywordHit) [][]int {
+	if r.span.anywhere {
+		return r.re.FindAllStringIndex(text, -1)
+	}
 	var wins []window
 	for _, h := range hits {
 		kwStart := h.End - len(s.kw.words[h.Word])
