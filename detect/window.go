@@ -9,9 +9,11 @@ import (
 
 // The secrets scanner runs a rule's regex only in windows around the
 // occurrences of its keywords, so dense keywords (a "key" on every other
-// line of code) do not make slow regexes run over the whole text. Every
-// configured regex contains one of its keywords, so a match lies around
-// some occurrence; how far around follows from the regex (spanOf):
+// line of code) do not make slow regexes run over the whole text. When
+// every match of a regex contains one of its keywords (mustContain; 6 of
+// gitleaks' rules do not, and run on the whole text as in gitleaks), a
+// match lies around some occurrence; how far around follows from the
+// regex (spanOf):
 //
 //   - a regex whose matches are at most L bytes long: L bytes each side;
 //   - else, if a match can contain at most N newlines: N lines each side;
