@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/store/sqlite"
+)
+
+// TestServeHelperProcess is not a test: when VIGIL_SERVE_HELPER is set, the
+// re-executed test binary runs "vigil <args>" (args in VIGIL_SERVE_ARGS,
+// separated by \x1f) as the real binary would, and exits.
+func TestServeHelperProcess(t *testing.T) {
+	if os.Getenv("VIGIL_SERVE_HELPER") != "1" {
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, strings.Split(os.Getenv("VIGIL_SERVE_ARGS"), "\x1f"), os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const testKey = "serve-test-key-0123456789"
+
+// serveProc is a `vigil serve` subprocess.
+type serveProc struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *syncBuffer
+	done   chan struct{} // closed when the process has exited
+	err    error         // its Wait error, valid after done
+}
+
+// wait waits for the process to exit and returns its Wait error.
+func (p *serveProc) wait() error {
+	<-p.done
+	return p.err
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+var listenRx = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startServe starts `vigil serve --listen 127.0.0.1:0 --data-dir dir` in a
+// re-executed test binary and waits until it listens.
+func startServe(t *testing.T, dir string, env ...string) *serveProc {
+	t.Helper()
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServeHelperProcess$")
+	cmd.Env = append(os.Environ(), "VIGIL_SERVE_HELPER=1", "VIGIL_SERVE_ARGS="+strings.Join(args, "\x1f"), "VIGIL_LEDGER_KEY=")
+	cmd.Env = append(cmd.Env, env...)
+	pr, pw := io.Pipe()
+	p := &serveProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = io.MultiWriter(pw, p.stderr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); pw.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		p.wait()
+	})
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := listenRx.FindStringSubmatch(sc.Text()); m != nil {
+				urlc <- m[1]
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	select {
+	case p.url = <-urlc:
+	case <-p.done:
+		t.Fatalf("serve exited: %v\n%s", p.err, p.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not start:\n%s", p.stderr.String())
+	}
+	return p
+}
+
+// ingest pushes batches from several goroutines until stop is closed and
+// returns the acknowledged trace ids with their event counts.
+func ingest(url string, stop <-chan struct{}) map[string]int {
+	var mu sync.Mutex
+	acked := map[string]int{}
+	var wg sync.WaitGroup
+	for w := 0; w < 6; w++ {
+		wg.Go(func() {
+			c := client.New(url, testKey, client.WithRetries(0))
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req := client.PushRequest{Dataset: "crash"}
+				for k := 0; k < 5; k++ {
+					req.Messages = append(req.Messages, []any{
+						map[string]any{"role": "user", "content": fmt.Sprintf("worker %d batch %d trace %d", w, i, k)},
+						map[string]any{"role": "assistant", "content": "ok"},
+					})
+				}
+				res, err := c.Push(context.Background(), req)
+				if err != nil {
+					return // the server went away
+				}
+				mu.Lock()
+				for _, id := range res.ID {
+					acked[id] = 2
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return acked
+}
+
+// checkAcked reopens the store and checks that every acknowledged trace
+// is there with all its events and one receipt per event.
+func checkAcked(t *testing.T, dir string, acked map[string]int) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "vigil.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	for id, n := range acked {
+		tr, err := st.GetTrace(ctx, id, true)
+		if err != nil {
+			t.Fatalf("acknowledged trace %s lost: %v", id, err)
+		}
+		if len(tr.Messages) != n {
+			t.Fatalf("trace %s has %d events, want %d", id, len(tr.Messages), n)
+		}
+		recs, err := st.ListReceipts(ctx, tr.SessionID, 0, 0)
+		if err != nil || len(recs) != n {
+			t.Fatalf("trace %s: %d receipts (%v), want %d", id, len(recs), err, n)
+		}
+	}
+}
+
+// TestServeKillLosesNoAcknowledgedTrace SIGKILLs the server mid-ingest and
+// checks, after reopening the store, that every trace the server
+// acknowledged is stored with its events and receipts.
+func TestServeKillLosesNoAcknowledgedTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	dir := t.TempDir()
+	p := startServe(t, dir, "VIGIL_API_KEY="+testKey)
+	stop := make(chan struct{})
+	res := make(chan map[string]int)
+	go func() { res <- ingest(p.url, stop) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if n := countTraces(t, p.url); n >= 100 {
+			break
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait()
+	close(stop)
+	acked := <-res
+	if len(acked) == 0 {
+		t.Fatalf("nothing was acknowledged before the kill:\n%s", p.stderr.String())
+	}
+	t.Logf("%d traces acknowledged before SIGKILL", len(acked))
+	checkAcked(t, dir, acked)
+}
+
+// TestServeGracefulShutdown sends SIGTERM mid-ingest: the server exits 0
+// and every acknowledged trace is stored.
+func TestServeGracefulShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	dir := t.TempDir()
+	p := startServe(t, dir, "VIGIL_API_KEY="+testKey)
+	stop := make(chan struct{})
+	res := make(chan map[string]int)
+	go func() { res <- ingest(p.url, stop) }()
+	time.Sleep(500 * time.Millisecond)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	err := p.wait()
+	close(stop)
+	acked := <-res
+	if err != nil {
+		t.Fatalf("serve exit after SIGTERM: %v\n%s", err, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "shutting down") {
+		t.Errorf("no shutdown log:\n%s", p.stderr.String())
+	}
+	checkAcked(t, dir, acked)
+}
+
+// TestServeFirstStart checks the bootstrap key is printed once, works, and
+// that the ledger key file is created with mode 0600.
+func TestServeFirstStart(t *testing.T) {
+	dir := t.TempDir()
+	p := startServe(t, dir, "VIGIL_API_KEY=")
+	m := regexp.MustCompile(`created admin API key \(shown once, store it now\): (vgl-[0-9a-f]{64})`).FindStringSubmatch(p.stderr.String())
+	if m == nil {
+		t.Fatalf("no admin key printed:\n%s", p.stderr.String())
+	}
+	id, err := client.New(p.url, m[1]).Identity(context.Background())
+	if err != nil || id.Username != "admin" || id.Scope != store.ScopeAdmin {
+		t.Fatalf("identity with printed key: %v %+v", err, id)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "ledger.key"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("ledger key file: %v %v", err, fi)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait()
+	p2 := startServe(t, dir, "VIGIL_API_KEY=")
+	if strings.Contains(p2.stderr.String(), "created admin API key") {
+		t.Fatalf("second start printed a key again:\n%s", p2.stderr.String())
+	}
+}
+
+func countTraces(t *testing.T, url string) int {
+	req, _ := http.NewRequest("GET", url+"/api/v1/dataset/byuser/admin/crash", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var d struct {
+		NumTraces int `json:"num_traces"`
+	}
+	json.NewDecoder(resp.Body).Decode(&d)
+	return d.NumTraces
+}
