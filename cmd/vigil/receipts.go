@@ -11,6 +11,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
+	"sync"
 
 	"github.com/vigilhq/vigil/ledger"
 )
@@ -167,6 +169,7 @@ func signRecords(in []byte, key ed25519.PrivateKey, sessionID, defaultAgent stri
 	}
 	out := []byte{'['}
 	var tail ledger.Tail
+	chain := make([]*ledger.Receipt, 0, len(records))
 	ids := map[string]int{}
 	warned := map[string]bool{}
 	for i, rec := range records {
@@ -252,7 +255,8 @@ func signRecords(in []byte, key ed25519.PrivateKey, sessionID, defaultAgent stri
 				return nil, bad(f.name, "want a string or null")
 			}
 		}
-		r, err := ledger.Append(tail, a, key)
+		// Hash now (the chain is sequential); sign below, in parallel.
+		r, err := ledger.Append(tail, a, nil)
 		if err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, err)
 		}
@@ -261,12 +265,37 @@ func signRecords(in []byte, key ed25519.PrivateKey, sessionID, defaultAgent stri
 		}
 		ids[r.ID] = i
 		tail = r.Tail()
+		chain = append(chain, r)
+	}
+	if err := signAll(chain, key); err != nil {
+		return nil, err
+	}
+	for i, r := range chain {
 		if i > 0 {
 			out = append(out, ',')
 		}
 		out = append(out, r.Raw...)
 	}
 	return append(out, ']'), nil
+}
+
+// signAll signs every receipt of chain (hashes already set) on all cores
+// and re-emits its JSON.
+func signAll(chain []*ledger.Receipt, key ed25519.PrivateKey) error {
+	workers := runtime.GOMAXPROCS(0)
+	errs := make([]error, len(chain))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(chain); i += workers {
+				r := chain[i]
+				r.Signature = ledger.SignHash(key, r.Hash)
+				r.Raw, errs[i] = r.MarshalJSON()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func runReceiptsVerify(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
