@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/ledger"
+	"github.com/vigilhq/vigil/server"
+	"github.com/vigilhq/vigil/store/sqlite"
+)
+
+// newInProcessServer starts the real server on a loopback port with a
+// SQLite store and returns its URL and the ledger public key.
+func newInProcessServer(t *testing.T) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := server.Bootstrap(ctx, st, server.BootstrapOptions{EnvKey: testKey}); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ledger.GenerateKey()
+	srv, err := server.New(server.Config{Store: st, LedgerKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return hs.URL, ledger.PublicKeyHex(ledger.PublicOf(key))
+}
+
+// runCLI runs the vigil command line in-process: exit code, stdout, stderr.
+func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestImportExportCommands(t *testing.T) {
+	url, _ := newInProcessServer(t)
+	t.Setenv("VIGIL_URL", url)
+	t.Setenv("VIGIL_API_KEY", testKey)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	data := `{"metadata": {"benchmark": "cli"}}
+{"index": 0, "name": "first", "messages": [{"role": "user", "content": "hello"}], "metadata": {}, "annotations": []}
+{"index": 1, "name": "second", "messages": [{"role": "user", "content": "bye"}], "metadata": {"x": 1}, "annotations": [{"content": "c", "address": "messages.0.content:0-3"}]}
+`
+	os.WriteFile(in, []byte(data), 0o644)
+	code, out, errs := runCLI(t, "", "import", in, "--dataset", "cli")
+	if code != 0 || !strings.Contains(out, `"num_traces":2`) {
+		t.Fatalf("import: %d %s %s", code, out, errs)
+	}
+	if !strings.Contains(errs, "vigil: import "+in) { // not a terminal: plain progress lines
+		t.Errorf("import progress: %q", errs)
+	}
+	outFile := filepath.Join(dir, "out.jsonl")
+	code, _, errs = runCLI(t, "", "export", "--dataset", "cli", "-o", outFile, "-q")
+	if code != 0 || errs != "" {
+		t.Fatalf("export: %d %s", code, errs)
+	}
+	got, _ := os.ReadFile(outFile)
+	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], `"benchmark":"cli"`) || !strings.HasPrefix(lines[2], `{"index":1,"name":"second","messages":[{"role":"user","content":"bye","message_id":`) {
+		t.Fatalf("export:\n%s", got)
+	}
+	// Re-import the export through stdin, --url given explicitly, with the
+	// Invariant environment names.
+	t.Setenv("VIGIL_URL", "")
+	t.Setenv("VIGIL_API_KEY", "")
+	t.Setenv("INVARIANT_API_KEY", testKey)
+	code, out, errs = runCLI(t, string(got), "import", "-", "--dataset", "copy", "--url", url, "-q")
+	if code != 0 || !strings.Contains(out, `"num_traces":2`) {
+		t.Fatalf("re-import: %d %s %s", code, out, errs)
+	}
+	// Errors: a server-side validation error names the line; usage errors exit 2.
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte("[{\"role\": \"user\"}]\n{\"messages\": []}\n"), 0o644)
+	code, _, errs = runCLI(t, "", "import", bad, "--dataset", "bad", "--url", url, "-q")
+	if code != 2 || !strings.Contains(errs, "line 2: The file cannot contain both raw event lists and annotated event lists.") {
+		t.Fatalf("bad import: %d %s", code, errs)
+	}
+	if code, _, errs = runCLI(t, "", "import", in); code != 2 || !strings.Contains(errs, "--dataset is required") {
+		t.Fatalf("missing --dataset: %d %s", code, errs)
+	}
+	if code, _, errs = runCLI(t, "", "export", "--dataset", "nope", "--url", url, "-q"); code != 2 || !strings.Contains(errs, "404") {
+		t.Fatalf("unknown dataset: %d %s", code, errs)
+	}
+}
+
+// TestReceiptsVerifyOnServerOutput checks that `vigil receipts verify`
+// accepts exactly what GET /api/v1/ledger/sessions/{id}/receipts returns,
+// and catches an edited receipt.
+func TestReceiptsVerifyOnServerOutput(t *testing.T) {
+	url, pub := newInProcessServer(t)
+	c := client.New(url, testKey)
+	ctx := context.Background()
+	res, err := c.Push(ctx, client.PushRequest{Dataset: "proof", Messages: [][]any{{
+		map[string]any{"role": "user", "content": "a <b> & \u2028 c"},
+		map[string]any{"role": "assistant", "content": "ok", "tool_calls": []any{map[string]any{"type": "function", "function": map[string]any{"name": "f", "arguments": `{"n": 1e21}`}}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.ID[0]
+	if _, err := c.Append(ctx, id, []any{map[string]any{"role": "user", "content": "more"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Raw(ctx, "POST", "/api/v1/runs/"+id+"/finish", map[string]string{"status": "completed"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	body, err := c.SessionReceipts(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "receipts.json")
+	os.WriteFile(file, body, 0o644)
+	code, out, errs := runCLI(t, "", "receipts", "verify", file, "--public-key", pub, "--session-id", id)
+	if code != 0 || strings.TrimSpace(out) != `{"valid":true,"brokenAt":null,"reason":null,"errors":[]}` {
+		t.Fatalf("verify server receipts: %d %s %s", code, out, errs)
+	}
+	// Edit receipt 1's input: hash_mismatch at 1.
+	var doc map[string]json.RawMessage
+	json.Unmarshal(body, &doc)
+	tampered := strings.Replace(string(body), `"content":"ok"`, `"content":"OK"`, 1)
+	if tampered == string(body) {
+		t.Fatal("tamper had no effect")
+	}
+	code, out, _ = runCLI(t, tampered, "receipts", "verify", "-", "--public-key", pub)
+	if code != 1 || !strings.Contains(out, `"brokenAt":1,"reason":"hash_mismatch"`) {
+		t.Fatalf("verify tampered: %d %s", code, out)
+	}
+	// Dropping the last receipt breaks the close hash the file carries.
+	var parsed struct {
+		Receipts  []json.RawMessage `json:"receipts"`
+		CloseHash string            `json:"closeHash"`
+	}
+	json.Unmarshal(body, &parsed)
+	short, _ := json.Marshal(map[string]any{"receipts": parsed.Receipts[:2], "closeHash": parsed.CloseHash})
+	code, out, _ = runCLI(t, string(short), "receipts", "verify", "-", "--public-key", pub)
+	if code != 1 || !strings.Contains(out, "close_hash_mismatch") {
+		t.Fatalf("verify truncated: %d %s", code, out)
+	}
+}
