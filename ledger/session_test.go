@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -263,5 +264,26 @@ func TestSessionJSON(t *testing.T) {
 	b, _ = json.Marshal(struct{ S Session }{*s})
 	if string(b) != `{"S":`+want+`}` {
 		t.Fatalf("by value: %s", b)
+	}
+}
+
+// TestKeyFileConcurrentCreate: processes starting together on one data
+// dir end up with one key.
+func TestKeyFileConcurrentCreate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d", KeyFileName)
+	keys := make([]ed25519.PrivateKey, 8)
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Go(func() { keys[i], errs[i] = LoadOrCreateKeyFile(path) })
+	}
+	wg.Wait()
+	for i := range keys {
+		if errs[i] != nil || !keys[i].Equal(keys[0]) {
+			t.Fatalf("creator %d: %v (keys differ: %v)", i, errs[i], !keys[i].Equal(keys[0]))
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Fatalf("left temp files behind: %v", entries)
 	}
 }
