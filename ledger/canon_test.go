@@ -123,6 +123,10 @@ func TestSpecExampleHash(t *testing.T) {
 	if h := HashBytes(out); h != "4c8fdf6b9bf97bfaa9ee745a1fa14823839ff6ab2ff73e7b211dcca5734720b3" {
 		t.Fatalf("hash %s", h)
 	}
+	v, _ := Parse(in)
+	if h, err := Hash(v); err != nil || h != "4c8fdf6b9bf97bfaa9ee745a1fa14823839ff6ab2ff73e7b211dcca5734720b3" {
+		t.Fatalf("Hash = %s, %v", h, err)
+	}
 }
 
 // Variables, so that 0.1+0.2 is float64 arithmetic, not exact constant math.
