@@ -75,10 +75,13 @@
 // hidden in HTML comments or addressed to the AI, exfiltration requests
 // and markdown-image beacons, invisible tag characters (whose hidden text
 // is decoded and scored), zero-width and bidi controls, and base64
-// payloads that decode to an injection. On the corpora of
-// testdata/injection (written for this project, so the figures are
-// in-sample) it flags 1 of 128 benign texts and 72 of 76 attacks at the
-// default threshold 0.9; the test asserts FPR ≤ 2 % and detection ≥ 90 %.
+// payloads that decode to an injection. At the default threshold 0.9 it
+// flags 1 of 128 benign texts and 72 of 76 attacks of the development
+// corpora it was tuned on (testdata/injection/benign.txt, attacks.txt),
+// and 0 of 51 benign texts and 14 of 20 attacks of held-out corpora
+// written afterwards and never used for tuning (*-heldout.txt): expect
+// roughly 70 % detection on unseen attacks. The test asserts FPR ≤ 2 % on
+// both, detection ≥ 90 % (development) and ≥ 65 % (held-out).
 // It misses paraphrased or novel attacks, and flags texts that quote an
 // attack. With a model argument an InjectionClassifier decides instead.
 //

@@ -37,39 +37,49 @@ func loadCorpus(t testing.TB, path string) []string {
 }
 
 // Documented thresholds of the offline heuristic at the default threshold
-// 0.9, measured on the corpora in testdata/injection (written for this
-// project, so the rates are in-sample; see the package documentation).
-const (
-	maxInjectionFPR = 0.02 // benign samples flagged
-	minInjectionTPR = 0.90 // attack samples flagged
-)
+// 0.9. The development corpora (benign.txt, attacks.txt) were used to tune
+// it, so their rates are in-sample; the held-out corpora were written
+// afterwards and never used for tuning (see the package documentation for
+// the figures).
+var injectionCorpora = []struct {
+	name            string
+	benign, attacks string
+	maxFPR, minTPR  float64
+}{
+	{"development", "testdata/injection/benign.txt", "testdata/injection/attacks.txt", 0.02, 0.90},
+	{"held-out", "testdata/injection/benign-heldout.txt", "testdata/injection/attacks-heldout.txt", 0.02, 0.65},
+}
 
 func TestPromptInjectionCorpus(t *testing.T) {
-	benign := loadCorpus(t, "testdata/injection/benign.txt")
-	attacks := loadCorpus(t, "testdata/injection/attacks.txt")
-	fp := 0
-	for _, s := range benign {
-		if r := PromptInjection(s); r.Score >= 0.9 {
-			fp++
-			t.Logf("false positive (%.2f %v): %q", r.Score, Types(r.Signals), s)
-		}
-	}
-	tp := 0
-	for _, s := range attacks {
-		if r := PromptInjection(s); r.Score >= 0.9 {
-			tp++
-		} else {
-			t.Logf("missed (%.2f %v): %q", r.Score, Types(r.Signals), s)
-		}
-	}
-	fpr := float64(fp) / float64(len(benign))
-	tpr := float64(tp) / float64(len(attacks))
-	t.Logf("benign: %d/%d flagged (FPR %.3f); attacks: %d/%d flagged (detection %.3f)", fp, len(benign), fpr, tp, len(attacks), tpr)
-	if fpr > maxInjectionFPR {
-		t.Errorf("false-positive rate %.3f > %.3f", fpr, maxInjectionFPR)
-	}
-	if tpr < minInjectionTPR {
-		t.Errorf("detection rate %.3f < %.3f", tpr, minInjectionTPR)
+	for _, c := range injectionCorpora {
+		t.Run(c.name, func(t *testing.T) {
+			benign := loadCorpus(t, c.benign)
+			attacks := loadCorpus(t, c.attacks)
+			fp := 0
+			for _, s := range benign {
+				if r := PromptInjection(s); r.Score >= 0.9 {
+					fp++
+					t.Logf("false positive (%.2f %v): %q", r.Score, Types(r.Signals), s)
+				}
+			}
+			tp := 0
+			for _, s := range attacks {
+				if r := PromptInjection(s); r.Score >= 0.9 {
+					tp++
+				} else {
+					t.Logf("missed (%.2f %v): %q", r.Score, Types(r.Signals), s)
+				}
+			}
+			fpr := float64(fp) / float64(len(benign))
+			tpr := float64(tp) / float64(len(attacks))
+			t.Logf("benign: %d/%d flagged (FPR %.3f); attacks: %d/%d flagged (detection %.3f)", fp, len(benign), fpr, tp, len(attacks), tpr)
+			if fpr > c.maxFPR {
+				t.Errorf("false-positive rate %.3f > %.3f", fpr, c.maxFPR)
+			}
+			if tpr < c.minTPR {
+				t.Errorf("detection rate %.3f < %.3f", tpr, c.minTPR)
+			}
+		})
 	}
 }
 
