@@ -592,3 +592,26 @@ raise PolicyViolation("big", a=c.function.arguments.a, b=c.function.arguments.a 
 		t.Errorf("huge power: %+v, %v", res, err)
 	}
 }
+
+func init() {
+	builtin.Register(builtin.Builtin{Name: "panicky_probe", Core: true, Params: []builtin.Param{{Name: "x"}}, Result: "bool",
+		Impl: func(c *builtin.Call) (builtin.Value, error) {
+			if builtin.Str(c.Args[0]) == "boom" {
+				panic("boom")
+			}
+			return true, nil
+		}})
+}
+
+// TestBuiltinPanic checks that a panicking built-in (detector code) fails
+// only its binding, with a detector_error.
+func TestBuiltinPanic(t *testing.T) {
+	p := mustLoad(t, "raise PolicyViolation(\"x\", m) if:\n    (m: Message)\n    panicky_probe(m.content)\n", policy.Options{})
+	res, err := p.Analyze(context.Background(), mustTrace(t, `[{"role": "user", "content": "boom"}, {"role": "user", "content": "fine"}]`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) != 1 || res.Errors[0].Key != "(0, (1,))" || len(res.Failures) != 1 || res.Failures[0].Kind != "detector_error" {
+		t.Errorf("result %+v", res)
+	}
+}

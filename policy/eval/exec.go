@@ -921,7 +921,14 @@ func (f *frame) callBuiltin(pos syntax.Pos, b *builtin.Builtin, args []builtin.V
 	if b.Impl == nil {
 		throw(pos, builtin.DetectorUnavailable, "detector %s is not available in this build", b.Name)
 	}
-	run := func(mark func(*builtin.Path, int, int)) (builtin.Value, error) {
+	run := func(mark func(*builtin.Path, int, int)) (v builtin.Value, err error) {
+		// a built-in is code from another package (detect): its panic is a
+		// detector_error of this binding, never a crash of the analysis
+		defer func() {
+			if r := recover(); r != nil {
+				v, err = nil, builtin.Errorf(builtin.DetectorError, "%s failed: %v", b.Name, r)
+			}
+		}()
 		return b.Impl(builtin.NewCall(f.an.ctx, b.Name, args, kw, f.an.env, mark))
 	}
 	var v builtin.Value
