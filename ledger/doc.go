@@ -10,11 +10,30 @@
 // chains of any length from a stream, with signatures checked on all cores.
 //
 // Non-goals: storage (package store persists sessions and receipts as exact
-// JSON text), HTTP (package server), the 0.1.2 node/DAG proof scheme,
-// handoff tokens and HKDF agent keys.
+// JSON text), HTTP (package server), findings and evals, the 0.1.2
+// node/DAG proof scheme, handoff tokens and HKDF agent keys.
 //
-// The canonical JSON functions (Parse, Marshal, Canonicalize, Hash) work on
-// a small value model — nil, bool, float64, string (WTF-8), []any and
+// # Canonical JSON
+//
+// Parse, Marshal, Canonicalize and Hash work on a small value model — nil,
+// bool, float64, string (WTF-8, so lone surrogates survive), []any and
 // map[string]any — never on encoding/json's, whose escaping, number
 // handling and UTF-8 repair differ from JavaScript's (§11).
+//
+// # Receipts and verification
+//
+// Append makes a receipt from an Action and the chain's Tail. VerifyChain
+// checks parsed receipts, VerifyStream a JSON text of any size, Verifier
+// one receipt at a time, CheckNext one incoming receipt against a stored
+// tail. Signatures are checked as @noble/ed25519 checks them (ZIP-215, the
+// cofactored equation), in batches of 128 per goroutine; see sig.go.
+//
+// # Sessions and runs
+//
+// Session carries the §6 lifecycle (Append, Close with its signed close
+// statement, MarkTampered); VerifySession and VerifyRun add the server's
+// checks (close_signature, event_mismatch, missing_receipt,
+// missing_event). NodeBuilder turns each stored event into its nodes and
+// the receipt that commits to it (§7.3, §7.4); LoadServerKey and
+// LoadKeyRing handle the server key files (§3).
 package ledger
