@@ -264,6 +264,12 @@ func printText(w io.Writer, cfg checkConfig, t *trace.Trace, res *policy.Result)
 	for i, v := range res.Errors {
 		fmt.Fprintf(w, "violation %d: %s\n", i+1, v.Message)
 		fmt.Fprintf(w, "  rule %d, key %s\n", v.Rule, v.Key)
+		if len(v.Kwargs) > 0 {
+			var b bytes.Buffer
+			if writeJSONLine(&b, v.Kwargs) == nil {
+				fmt.Fprintf(w, "  %s\n", shorten(strings.TrimSpace(b.String()), 4*excerptContext))
+			}
+		}
 		for _, rg := range v.Ranges {
 			fmt.Fprintf(w, "  %s: %s\n", rg, excerpt(t, items, rg, cfg.color))
 		}
