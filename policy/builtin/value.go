@@ -68,24 +68,39 @@ func (d *Dict) Len() int {
 // position in the JSON form of §7.3, dict key position) used to sort ranges.
 type Path struct {
 	Parent *Path
-	Seg    string
+	Seg    string // field name or dict key; "" for a list index (Ord)
 	Ord    int
+	index  bool
 }
 
 // EventPath returns the address of the event with trace index i.
-func EventPath(i int) *Path { return &Path{Seg: strconv.Itoa(i), Ord: i} }
+func EventPath(i int) *Path { return &Path{Ord: i, index: true} }
+
+// SetEvent makes p the address of the event with trace index i, for paths
+// embedded in the events themselves (no allocation).
+func (p *Path) SetEvent(i int) { *p = Path{Ord: i, index: true} }
+
+// SetIndex makes p the address of element i of the list at parent.
+func (p *Path) SetIndex(parent *Path, i int) { *p = Path{Parent: parent, Ord: i, index: true} }
 
 // Child returns the address of the child seg of p at document position ord.
 func (p *Path) Child(seg string, ord int) *Path { return &Path{Parent: p, Seg: seg, Ord: ord} }
 
 // Index returns the address of element i of the list at p.
-func (p *Path) Index(i int) *Path { return &Path{Parent: p, Seg: strconv.Itoa(i), Ord: i} }
+func (p *Path) Index(i int) *Path { return &Path{Parent: p, Ord: i, index: true} }
+
+func (p *Path) seg() string {
+	if p.index {
+		return strconv.Itoa(p.Ord)
+	}
+	return p.Seg
+}
 
 // String renders the address, e.g. "messages.1.tool_calls.0".
 func (p *Path) String() string {
 	var segs []string
 	for q := p; q != nil; q = q.Parent {
-		segs = append(segs, q.Seg)
+		segs = append(segs, q.seg())
 	}
 	var b strings.Builder
 	b.WriteString("messages")
@@ -213,7 +228,10 @@ type EventBase struct {
 	// absent or null); Metadata adds trace_idx.
 	UserMetadata *Dict
 	metadata     *Dict
-	Server       Value // string or nil
+	// Path is storage for At, so that building an event allocates no
+	// separate address.
+	Path   Path
+	Server Value // string or nil
 }
 
 // Metadata returns the event's metadata with trace_idx set to its trace
@@ -264,6 +282,8 @@ type ToolCall struct {
 
 // Function is the function of a tool call.
 type Function struct {
+	// Path is storage for At.
+	Path      Path
 	At        *Path
 	Name      string
 	Arguments Value // *Dict normally; a string or other JSON value if not an object

@@ -60,14 +60,18 @@ func (m *Model) Append(evs []*trace.Event) {
 			msg.CallsNull = e.NullToolCalls
 			m.Events = append(m.Events, msg)
 			m.Seq = append(m.Seq, msg)
+			var callsAt *builtin.Path
+			if len(e.ToolCalls) > 0 {
+				callsAt = msg.At.Child("tool_calls", 4)
+			}
 			for i, c := range e.ToolCalls {
-				tc := m.toolCall(c, idx, msg.At.Child("tool_calls", 4).Index(i))
+				tc := m.toolCall(c, idx, callsAt, i)
 				tc.Message = msg
 				msg.ToolCalls = append(msg.ToolCalls, tc)
 			}
 		case trace.KindToolCall:
 			idx := len(m.Events)
-			tc := m.toolCall(e.Call, idx, builtin.EventPath(idx))
+			tc := m.toolCall(e.Call, idx, nil, -1)
 			m.Events = append(m.Events, tc)
 		case trace.KindToolOutput:
 			idx := len(m.Events)
@@ -111,7 +115,8 @@ func (m *Model) Append(evs []*trace.Event) {
 func (m *Model) base(b *builtin.EventBase, idx int, md *trace.Object, server *string) {
 	b.Index = idx
 	b.Position = len(m.Seq)
-	b.At = builtin.EventPath(idx)
+	b.Path.SetEvent(idx)
+	b.At = &b.Path
 	if md != nil && md.Len() > 0 {
 		b.UserMetadata, _ = value(md).(*builtin.Dict)
 	}
@@ -120,14 +125,20 @@ func (m *Model) base(b *builtin.EventBase, idx int, md *trace.Object, server *st
 	}
 }
 
-func (m *Model) toolCall(c *trace.ToolCall, idx int, at *builtin.Path) *builtin.ToolCall {
+// toolCall converts a tool call: element i of the tool_calls list at
+// calls, or a bare call (calls nil) with its own trace index.
+func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int) *builtin.ToolCall {
 	tc := &builtin.ToolCall{Type: c.Type}
 	m.base(&tc.EventBase, idx, c.Metadata, c.Server)
-	tc.At = at
+	if calls != nil {
+		tc.Path.SetIndex(calls, i)
+	}
 	if c.ID != nil {
 		tc.ID = *c.ID
 	}
-	fn := &builtin.Function{At: at.Child("function", 4), Name: c.Function.Name}
+	fn := &builtin.Function{Name: c.Function.Name}
+	fn.Path = builtin.Path{Parent: tc.At, Seg: "function", Ord: 4}
+	fn.At = &fn.Path
 	fn.Arguments = value(c.Function.Arguments)
 	if c.Function.ArgumentsRaw {
 		m.Warnings = append(m.Warnings, fmt.Sprintf("invalid tool arguments at event %d", idx))
