@@ -132,6 +132,9 @@ type backend struct {
 	// transactions (API-key lookups, trace reads, …), so each is parsed
 	// once per connection rather than once per call.
 	readStmts, writeStmts stmtCache
+	// txStmts caches, on the writer connection, the statements run inside
+	// transactions.
+	txStmts stmtCache
 }
 
 func (b *backend) Kind() string             { return "sqlite" }
@@ -172,7 +175,7 @@ func (b *backend) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &txn{querier: querier{tx}, tx: tx, b: b}, nil
+	return &txn{tx: tx, b: b}, nil
 }
 
 func (b *backend) Notify(ctx context.Context, channel, payload string) error {
@@ -193,6 +196,7 @@ func (b *backend) Close() error {
 	b.mu.Unlock()
 	b.readStmts.close()
 	b.writeStmts.close()
+	b.txStmts.close()
 	return errors.Join(b.reader.Close(), b.writer.Close())
 }
 
@@ -261,6 +265,13 @@ func (c *stmtCache) get(ctx context.Context, db *sql.DB, query string) *sql.Stmt
 	return st
 }
 
+// lookup returns the cached statement for query, or nil.
+func (c *stmtCache) lookup(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[query]
+}
+
 func (c *stmtCache) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -319,19 +330,80 @@ func (r sqlRow) Scan(dest ...any) error {
 	return err
 }
 
+// txn is a write transaction. Its statements run prepared when the writer
+// connection has them (b.txStmts); a statement it has not seen is run
+// unprepared and prepared after the transaction ends, when the one writer
+// connection is free again (preparing on the pool inside the transaction
+// would wait forever for that connection).
 type txn struct {
-	querier
-	tx *sql.Tx
-	b  *backend
+	tx     *sql.Tx
+	b      *backend
+	unseen []string
 }
 
-func (t *txn) Commit(context.Context) error { return t.tx.Commit() }
+// prepared returns the cached statement for query bound to the
+// transaction, or nil after noting query for preparation.
+func (t *txn) prepared(ctx context.Context, query string) *sql.Stmt {
+	if st := t.b.txStmts.lookup(query); st != nil {
+		return t.tx.StmtContext(ctx, st)
+	}
+	t.unseen = append(t.unseen, query)
+	return nil
+}
+
+func (t *txn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if st := t.prepared(ctx, query); st != nil {
+		res, err := st.ExecContext(ctx, args...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+	return querier{t.tx}.Exec(ctx, query, args...)
+}
+
+func (t *txn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	if st := t.prepared(ctx, query); st != nil {
+		rows, err := st.QueryContext(ctx, args...)
+		if err != nil {
+			return nil, err
+		}
+		return sqlRows{rows}, nil
+	}
+	return querier{t.tx}.Query(ctx, query, args...)
+}
+
+func (t *txn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	if st := t.prepared(ctx, query); st != nil {
+		return sqlRow{st.QueryRowContext(ctx, args...)}
+	}
+	return querier{t.tx}.QueryRow(ctx, query, args...)
+}
+
+// done prepares the statements the transaction ran unprepared.
+func (t *txn) done(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	for _, q := range t.unseen {
+		t.b.txStmts.get(ctx, t.b.writer, q)
+	}
+	t.unseen = nil
+}
+
+func (t *txn) Commit(ctx context.Context) error {
+	err := t.tx.Commit()
+	t.done(ctx)
+	return err
+}
 
 // RunBatch runs b statement by statement: SQLite has no round trips to save.
 func (t *txn) RunBatch(ctx context.Context, b *sqlstore.Batch) error {
 	return sqlstore.RunSequentially(ctx, t, b)
 }
-func (t *txn) Rollback(context.Context) error { return t.tx.Rollback() }
+func (t *txn) Rollback(ctx context.Context) error {
+	err := t.tx.Rollback()
+	t.done(ctx)
+	return err
+}
 
 // BulkInsert inserts rows with multi-row INSERT statements of bulkRows
 // rows, then single-row ones for the rest. Both shapes are prepared once per
