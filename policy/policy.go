@@ -76,6 +76,12 @@ type Options struct {
 	RegexTimeout time.Duration
 	// Debug receives the output of print(); nil discards it.
 	Debug io.Writer
+	// Detectors replace, for this policy only, the registered built-ins
+	// of the same names (package detect registers the defaults): a
+	// caller's own model providers, or deterministic test doubles. Fields
+	// left empty are taken from the registered declaration, as with
+	// builtin.Register. Nil uses the registry alone.
+	Detectors []builtin.Builtin
 }
 
 // Policy is a loaded policy. It is safe for concurrent use.
@@ -101,11 +107,24 @@ func Load(src string, opts Options) (*Policy, error) {
 	if err != nil {
 		return nil, &loadError{err}
 	}
-	checked, err := check.Check(file, Universe())
+	u := Universe()
+	var overrides map[string]*builtin.Builtin
+	if len(opts.Detectors) > 0 {
+		overrides = map[string]*builtin.Builtin{}
+		for _, d := range opts.Detectors {
+			b := builtin.Merge(d)
+			if d.Available == nil && d.Impl != nil {
+				b.Available = func() bool { return true } // the caller provides it
+			}
+			overrides[b.Name] = b
+		}
+		u = universeWith(overrides)
+	}
+	checked, err := check.Check(file, u)
 	if err != nil {
 		return nil, &loadError{err}
 	}
-	prog, err := eval.Compile(file)
+	prog, err := eval.CompileWith(file, overrides)
 	if err != nil {
 		return nil, &loadError{err}
 	}

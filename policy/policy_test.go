@@ -615,3 +615,46 @@ func TestBuiltinPanic(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 }
+
+// TestDetectorOverrides gives a model-backed detector a provider for one
+// policy only: it loads, runs, and other policies still need a provider.
+func TestDetectorOverrides(t *testing.T) {
+	src := `
+from invariant.detectors import moderated
+raise PolicyViolation("flagged", m) if:
+    (m: Message)
+    moderated(m)
+
+raise PolicyViolation("pattern", c) if:
+    (c: ToolCall)
+    c is tool:post({body: <MODERATED>})
+`
+	if _, err := policy.Load(src, policy.Options{}); err == nil || !strings.Contains(err.Error(), "no provider (configure detectors.base_url)") {
+		t.Fatalf("without a provider: %v", err)
+	}
+	fake := builtin.Builtin{Name: "moderated", Impl: func(c *builtin.Call) (builtin.Value, error) {
+		for _, s := range builtin.Texts(c.Args[0]) {
+			if strings.Contains(builtin.Str(s), "hate") {
+				return true, nil
+			}
+		}
+		return false, nil
+	}}
+	p := mustLoad(t, src, policy.Options{Detectors: []builtin.Builtin{fake}})
+	tr := mustTrace(t, `[{"role": "user", "content": "I hate this"}, {"role": "user", "content": "fine"},
+ {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "post", "arguments": {"body": "hate speech"}}}]}]`)
+	res, err := p.Analyze(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, v := range res.Errors {
+		keys = append(keys, v.Key)
+	}
+	if strings.Join(keys, " ") != "(0, (0,)) (1, (2,))" || len(res.Failures) != 0 {
+		t.Errorf("keys %v, failures %+v", keys, res.Failures)
+	}
+	if _, err := policy.Load(src, policy.Options{}); err == nil {
+		t.Error("the override leaked into the registry")
+	}
+}

@@ -11,10 +11,23 @@ import (
 // built from the builtin table (with the detectors registered so far).
 type universe struct {
 	*check.Table
+	overrides map[string]*builtin.Builtin
+}
+
+// capabilityDetector names the detector that provides a conditional
+// capability: a policy-level replacement of it provides the capability.
+var capabilityDetector = map[string]string{
+	builtin.CapPIIPerson: "pii", builtin.CapPIILocation: "pii",
+	builtin.CapModerated: "moderated", builtin.CapInjectionModel: "prompt_injection",
 }
 
 // Capability implements check.Universe from builtin's capabilities.
-func (u universe) Capability(name string) (string, bool) { return builtin.Capability(name) }
+func (u universe) Capability(name string) (string, bool) {
+	if _, ok := u.overrides[capabilityDetector[name]]; ok {
+		return "", true
+	}
+	return builtin.Capability(name)
+}
 
 var (
 	universeMu   sync.Mutex
@@ -40,8 +53,19 @@ func Universe() check.Universe {
 	if universeMemo != nil && sig == universeSig {
 		return universeMemo
 	}
-	universeMemo, universeSig = buildUniverse(all), sig
+	universeMemo, universeSig = buildUniverse(all, nil), sig
 	return universeMemo
+}
+
+// universeWith is the Universe of the registered built-ins with overrides.
+func universeWith(overrides map[string]*builtin.Builtin) check.Universe {
+	all := builtin.All()
+	for i, b := range all {
+		if o, ok := overrides[b.Name]; ok {
+			all[i] = o
+		}
+	}
+	return buildUniverse(all, overrides)
 }
 
 func symbol(b *builtin.Builtin) *check.Symbol {
@@ -59,7 +83,7 @@ func symbol(b *builtin.Builtin) *check.Symbol {
 	return s
 }
 
-func buildUniverse(all []*builtin.Builtin) check.Universe {
+func buildUniverse(all []*builtin.Builtin, overrides map[string]*builtin.Builtin) check.Universe {
 	t := &check.Table{Builtins: map[string]*check.Symbol{}, Exports: map[string]map[string]*check.Symbol{}}
 	syms := map[string]*check.Symbol{}
 	for _, b := range all {
@@ -86,5 +110,5 @@ func buildUniverse(all []*builtin.Builtin) check.Universe {
 		}
 		t.Exports[m] = ex
 	}
-	return universe{t}
+	return universe{t, overrides}
 }

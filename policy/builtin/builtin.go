@@ -236,7 +236,20 @@ func init() {
 func Register(b Builtin) {
 	mu.Lock()
 	defer mu.Unlock()
-	if old, ok := registry[b.Name]; ok {
+	registry[b.Name] = merge(b, registry[b.Name])
+	exports = nil
+}
+
+// Merge returns b completed from the registered declaration of the same
+// name (as Register does) without registering it.
+func Merge(b Builtin) *Builtin {
+	mu.RLock()
+	defer mu.RUnlock()
+	return merge(b, registry[b.Name])
+}
+
+func merge(b Builtin, old *Builtin) *Builtin {
+	if old != nil {
 		if b.Modules == nil {
 			b.Modules = old.Modules
 		}
@@ -260,8 +273,7 @@ func Register(b Builtin) {
 		}
 		b.Core = b.Core || old.Core
 	}
-	registry[b.Name] = &b
-	exports = nil
+	return &b
 }
 
 // Lookup returns the built-in called name.

@@ -168,6 +168,15 @@ type compiler struct {
 	curBody    *body
 	deferFlows bool
 	traceDep   bool
+	builtins   map[string]*builtin.Builtin
+}
+
+// lookup returns the built-in called name, overrides first.
+func (c *compiler) lookup(name string) (*builtin.Builtin, bool) {
+	if b, ok := c.builtins[name]; ok {
+		return b, true
+	}
+	return builtin.Lookup(name)
 }
 
 type typeName string
@@ -193,11 +202,16 @@ func (c *compiler) lookupVar(name string) *variable {
 func (c *compiler) push() { c.scope = &scope{parent: c.scope, names: map[string]*variable{}} }
 func (c *compiler) pop()  { c.scope = c.scope.parent }
 
-// Compile compiles a parsed policy. Errors are load errors (*syntax.Error
-// in a syntax.ErrorList).
-func Compile(file *syntax.File) (*Program, error) {
-	c := &compiler{src: file.Source, globals: map[string]any{}, preds: map[string]*predicate{}, params: map[string]bool{}}
-	p := &Program{src: file.Source}
+// Compile compiles a parsed policy with the registered built-ins. Errors
+// are load errors (*syntax.Error in a syntax.ErrorList).
+func Compile(file *syntax.File) (*Program, error) { return CompileWith(file, nil) }
+
+// CompileWith compiles a parsed policy; builtins, when not nil, replace the
+// registered built-ins of the same names for this program only (a caller's
+// own detector providers, or test doubles of model-backed detectors).
+func CompileWith(file *syntax.File, builtins map[string]*builtin.Builtin) (*Program, error) {
+	c := &compiler{src: file.Source, globals: map[string]any{}, preds: map[string]*predicate{}, params: map[string]bool{}, builtins: builtins}
+	p := &Program{src: file.Source, builtins: builtins}
 	// imports and top-level names first: they apply to the whole file
 	for _, st := range file.Stmts {
 		switch s := st.(type) {
@@ -246,7 +260,7 @@ func (c *compiler) define(id *syntax.Ident, v any) {
 	c.globals[id.Name] = v
 }
 
-func moduleMember(module, name string) (any, bool) {
+func (c *compiler) moduleMember(module, name string) (any, bool) {
 	if _, ok := builtin.Exports(module, name); !ok {
 		return nil, false
 	}
@@ -261,7 +275,7 @@ func moduleMember(module, name string) (any, bool) {
 				return typeName(n), true
 			}
 		}
-		if b, ok := builtin.Lookup(n); ok {
+		if b, ok := c.lookup(n); ok {
 			return b, true
 		}
 	}
@@ -295,7 +309,7 @@ func (c *compiler) fromImport(s *syntax.FromImportStmt) {
 		return
 	}
 	for _, a := range s.Names {
-		v, ok := moduleMember(name, a.Name.Name)
+		v, ok := c.moduleMember(name, a.Name.Name)
 		if !ok {
 			c.errorf(a.Name.Pos(), "module %s has no export %s", name, a.Name.Name)
 			continue
@@ -892,7 +906,7 @@ func (c *compiler) ident(x *syntax.Ident) evalFn {
 			c.errorf(x.Pos(), "input must be followed by .NAME")
 			return func(*frame) builtin.Value { return nil }
 		}
-		if b, ok := builtin.Lookup(x.Name); ok && b.Core {
+		if b, ok := c.lookup(x.Name); ok && b.Core {
 			g = b
 		} else if isTypeName(x.Name) {
 			g = typeName(x.Name)
@@ -1051,7 +1065,7 @@ func (c *compiler) selector(x *syntax.SelectorExpr) evalFn {
 			return func(f *frame) builtin.Value { return f.an.params.M[name] }
 		}
 		if m, ok := g.(*builtin.Module); ok {
-			v, ok := moduleMember(m.Name, x.Sel.Name)
+			v, ok := c.moduleMember(m.Name, x.Sel.Name)
 			if !ok {
 				c.errorf(x.Sel.Pos(), "module %s has no export %s", m.Name, x.Sel.Name)
 				return func(*frame) builtin.Value { return nil }

@@ -20,6 +20,8 @@ type Program struct {
 	rules  []*rule
 	consts []*constant
 	params []string // names used as input.NAME, sorted
+	// builtins replace registered built-ins for this program (CompileWith)
+	builtins map[string]*builtin.Builtin
 }
 
 // Params returns the parameter names the policy reads (input.NAME), sorted.
@@ -903,7 +905,10 @@ func callValue(f *frame, pos syntax.Pos, fn builtin.Value, args []builtin.Value,
 }
 
 func (f *frame) callBuiltinName(pos syntax.Pos, name string, args []builtin.Value, kw *builtin.Dict) builtin.Value {
-	b, ok := builtin.Lookup(name)
+	b, ok := f.an.prog.builtins[name]
+	if !ok {
+		b, ok = builtin.Lookup(name)
+	}
 	if !ok || b.Impl == nil {
 		throw(pos, builtin.DetectorUnavailable, "detector %s is not available", name)
 	}

@@ -119,7 +119,7 @@ func (c *compiler) patArg(e syntax.Expr) patNode {
 			if x.Name == "MODERATED" {
 				det = "moderated"
 			}
-			if b, ok := builtin.Lookup(det); !ok {
+			if b, ok := c.lookup(det); !ok {
 				c.errorf(x.Pos(), "detector %s is not available", det)
 			} else if err := b.Usable(); err != nil {
 				c.errorf(x.Pos(), "%v", err)
