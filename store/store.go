@@ -212,6 +212,10 @@ type Traces interface {
 	// GetTrace returns the trace, with its messages when withMessages, or
 	// ErrNotFound.
 	GetTrace(ctx context.Context, id string, withMessages bool) (*Trace, error)
+	// MessageIDs returns the trace's message ids in index order, without
+	// reading the events (for choosing fresh ids before an append).
+	// ErrNotFound when the trace is absent.
+	MessageIDs(ctx context.Context, traceID string) ([]string, error)
 	// ListTraces returns the traces matching f in f.Order.
 	ListTraces(ctx context.Context, f TraceFilter) ([]*Trace, error)
 	// CountTraces returns how many traces match f (Limit, Offset and

@@ -325,6 +325,13 @@ func testAppend(t *testing.T, s store.Store) {
 		t.Errorf("after append: ids %v, last pushed %v", mids, got.TimeLastPushed)
 	}
 	checkChain(t, s, tr.SessionID, 4)
+	ids, err := s.MessageIDs(ctx, tr.ID)
+	must(t, err)
+	if !reflect.DeepEqual(ids, mids) {
+		t.Errorf("MessageIDs = %v, want %v", ids, mids)
+	}
+	_, err = s.MessageIDs(ctx, store.NewID())
+	wantErr(t, err, store.ErrNotFound)
 	anns, _ := s.ListAnnotations(ctx, tr.ID, nil)
 	want := map[string]string{"old": "m0-1", "new": "n-1", "byid": "m0-0"}
 	for _, a := range anns {

@@ -34,6 +34,31 @@ func (s *Store) GetTrace(ctx context.Context, id string, withMessages bool) (*st
 	return t, nil
 }
 
+// MessageIDs implements store.Traces.
+func (s *Store) MessageIDs(ctx context.Context, traceID string) ([]string, error) {
+	var n int
+	if err := s.b.Reader().QueryRow(ctx, `SELECT message_count FROM traces WHERE id = $1`, traceID).Scan(&n); err != nil {
+		return nil, notFound(err, "trace "+traceID)
+	}
+	rows, err := s.b.Reader().Query(ctx, `SELECT message_id FROM messages WHERE trace_id = $1 ORDER BY idx`, traceID)
+	if err != nil {
+		return nil, fmt.Errorf("message ids of trace %s: %w", traceID, err)
+	}
+	defer rows.Close()
+	out := make([]string, 0, n)
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("message ids of trace %s: %w", traceID, err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("message ids of trace %s: %w", traceID, err)
+	}
+	return out, nil
+}
+
 // traceWhere renders f's conditions.
 func (s *Store) traceWhere(p *params, f store.TraceFilter) string {
 	var where []string
