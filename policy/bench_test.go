@@ -175,3 +175,36 @@ func BenchmarkMonitorAppend(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkAnalyzePairs is the spec's budget example (§10.10): a
+// 1,000-message trace and two free Message variables, 10^6 combinations of
+// a three-line body, which must fit in the default budget.
+func BenchmarkAnalyzePairs(b *testing.B) {
+	p, err := policy.Load(`
+raise "same content" if:
+    (a: Message)
+    (b: Message)
+    a.content == b.content
+    a -> b
+`, policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var msgs []any
+	for i := range 1000 {
+		msgs = append(msgs, map[string]any{"role": "user", "content": fmt.Sprint("m", i%500)})
+	}
+	data, _ := json.Marshal(msgs)
+	t, err := trace.Decode(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	defer startCPU().report(b)
+	for b.Loop() {
+		res, err := p.Analyze(context.Background(), t, nil)
+		if err != nil || len(res.Failures) != 0 || len(res.Errors) != 500 {
+			b.Fatalf("%d violations, failures %v, %v", len(res.Errors), res.Failures, err)
+		}
+	}
+}

@@ -377,14 +377,39 @@ func (im *Image) ImageURLValue() Value {
 	return Located{V: d, At: im.At.Child("image_url", 1)}
 }
 
-func (m *Message) contentValue() Value    { return fieldValue(m.Content, m.At, "content", 3) }
-func (o *ToolOutput) contentValue() Value { return fieldValue(o.Content, o.At, "content", 3) }
+func (m *Message) contentValue() Value {
+	if m.LocatedContent != nil {
+		return m.LocatedContent
+	}
+	return fieldValue(m.Content, m.At, "content", 3)
+}
+
+func (o *ToolOutput) contentValue() Value {
+	if o.LocatedContent != nil {
+		return o.LocatedContent
+	}
+	return fieldValue(o.Content, o.At, "content", 3)
+}
 
 func fieldValue(v Value, at *Path, name string, ord int) Value {
 	if at == nil {
 		return v
 	}
-	return locate(v, at.Child(name, ord))
+	return ChildAt(at, name, ord, v)
+}
+
+// LocateContent precomputes the located content of an event (Message or
+// ToolOutput), so that reading m.content in a rule allocates nothing. Call
+// it once, when building the event.
+func LocateContent(e Event) {
+	switch x := e.(type) {
+	case *Message:
+		x.LocatedContent = nil
+		x.LocatedContent = x.contentValue()
+	case *ToolOutput:
+		x.LocatedContent = nil
+		x.LocatedContent = x.contentValue()
+	}
 }
 
 // ContentValue returns the located content of a message.

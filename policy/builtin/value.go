@@ -265,10 +265,12 @@ func (e *EventBase) ServerValue() Value { return e.Server }
 // Message is a message event (spec §7.3).
 type Message struct {
 	EventBase
-	Role      string
-	Content   Value // nil, string, *Contents
-	ToolCalls []*ToolCall
-	CallsNull bool // tool_calls was JSON null
+	Role    string
+	Content Value // nil, string, *Contents
+	// LocatedContent caches Content with its location (LocateContent).
+	LocatedContent Value
+	ToolCalls      []*ToolCall
+	CallsNull      bool // tool_calls was JSON null
 }
 
 // ToolCall is a tool call, inside a message or bare.
@@ -292,10 +294,12 @@ type Function struct {
 // ToolOutput is a tool output event.
 type ToolOutput struct {
 	EventBase
-	Role       string
-	Content    Value     // nil, string, *Contents, *Dict
-	ToolCallID Value     // string or nil
-	Call       *ToolCall // linked tool call or nil
+	Role    string
+	Content Value // nil, string, *Contents, *Dict
+	// LocatedContent caches Content with its location (LocateContent).
+	LocatedContent Value
+	ToolCallID     Value     // string or nil
+	Call           *ToolCall // linked tool call or nil
 }
 
 // Tool is one tool of a {"tools": [...]} element.

@@ -58,6 +58,7 @@ func (m *Model) Append(evs []*trace.Event) {
 			m.base(&msg.EventBase, idx, e.Metadata, e.Server)
 			msg.Content = content(e.Content, msg.At)
 			msg.CallsNull = e.NullToolCalls
+			builtin.LocateContent(msg)
 			m.Events = append(m.Events, msg)
 			m.Seq = append(m.Seq, msg)
 			var callsAt *builtin.Path
@@ -91,6 +92,7 @@ func (m *Model) Append(evs []*trace.Event) {
 					break
 				}
 			}
+			builtin.LocateContent(out)
 			m.Events = append(m.Events, out)
 			m.Seq = append(m.Seq, out)
 			if out.Call != nil {
