@@ -966,6 +966,13 @@ type TraceFilter struct {
 	SessionKey string
 	// AfterIndex is a keyset cursor: only index > *AfterIndex.
 	AfterIndex *int64
+	// Status keeps runs in that status ("" = any).
+	Status RunStatus
+	// CreatedFrom/CreatedBefore bound TimeCreated (>= from, < before);
+	// PushedFrom/PushedBefore bound TimeLastPushed the same way (search's
+	// after:/before:/updated-*, finishing idle runs). Nil = unbounded.
+	CreatedFrom, CreatedBefore *time.Time
+	PushedFrom, PushedBefore   *time.Time
 	Order      TraceOrder
 	Limit      int // 0 = no limit
 	Offset     int

@@ -463,6 +463,27 @@ func testListTraces(t *testing.T, s store.Store) {
 			}
 		})
 	}
+	// Time bounds: trace 3 was pushed an hour ahead; all were created now.
+	soon := time.Now().Add(30 * time.Minute)
+	past := time.Now().Add(-time.Hour)
+	for _, tc := range []struct {
+		name string
+		f    store.TraceFilter
+		want int
+	}{
+		{"pushed from", store.TraceFilter{DatasetID: ds, PushedFrom: &soon}, 1},
+		{"pushed before", store.TraceFilter{DatasetID: ds, PushedBefore: &soon}, 9},
+		{"created from", store.TraceFilter{DatasetID: ds, CreatedFrom: &past}, 10},
+		{"created before", store.TraceFilter{DatasetID: ds, CreatedBefore: &past}, 0},
+		{"open runs", store.TraceFilter{DatasetID: ds, Status: store.RunOpen}, 10},
+		{"completed runs", store.TraceFilter{DatasetID: ds, Status: store.RunCompleted}, 0},
+	} {
+		n, err := s.CountTraces(ctx, tc.f)
+		must(t, err)
+		if n != tc.want {
+			t.Errorf("%s: CountTraces = %d, want %d", tc.name, n, tc.want)
+		}
+	}
 	withMsgs, err := s.ListTraces(ctx, store.TraceFilter{DatasetID: ds, Indices: []int64{3, 4}, WithMessages: true})
 	must(t, err)
 	if len(withMsgs) != 2 || len(withMsgs[0].Messages) != 2 || len(withMsgs[1].Messages) != 1 || withMsgs[0].Messages[1].ID != "late-0" {

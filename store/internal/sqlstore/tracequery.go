@@ -85,6 +85,20 @@ func (s *Store) traceWhere(p *params, f store.TraceFilter) string {
 	if f.AfterIndex != nil {
 		where = append(where, `idx > `+p.add(*f.AfterIndex))
 	}
+	if f.Status != "" {
+		where = append(where, `status = `+p.add(string(f.Status)))
+	}
+	for _, b := range []struct {
+		col, op string
+		t       *time.Time
+	}{
+		{"time_created", ">=", f.CreatedFrom}, {"time_created", "<", f.CreatedBefore},
+		{"time_last_pushed", ">=", f.PushedFrom}, {"time_last_pushed", "<", f.PushedBefore},
+	} {
+		if b.t != nil {
+			where = append(where, b.col+" "+b.op+" "+p.add(micros(*b.t)))
+		}
+	}
 	if len(where) == 0 {
 		return ""
 	}
