@@ -973,9 +973,9 @@ type TraceFilter struct {
 	// after:/before:/updated-*, finishing idle runs). Nil = unbounded.
 	CreatedFrom, CreatedBefore *time.Time
 	PushedFrom, PushedBefore   *time.Time
-	Order      TraceOrder
-	Limit      int // 0 = no limit
-	Offset     int
+	Order                      TraceOrder
+	Limit                      int // 0 = no limit
+	Offset                     int
 	// WithMessages fills in Messages.
 	WithMessages bool
 }
