@@ -658,3 +658,16 @@ raise PolicyViolation("pattern", c) if:
 		t.Error("the override leaked into the registry")
 	}
 }
+
+// TestInvalidPatternRegex: an invalid regular expression in a tool pattern
+// loads with a warning and is a regex_error when first needed (spec §9).
+func TestInvalidPatternRegex(t *testing.T) {
+	p := mustLoad(t, "raise \"x\" if:\n    (c: ToolCall)\n    c is tool:f({a: \"(\"})\n", policy.Options{})
+	if len(p.Warnings) == 0 || !strings.Contains(p.Warnings.Error(), "invalid regular expression") {
+		t.Errorf("warnings = %v", p.Warnings)
+	}
+	res, err := p.Analyze(context.Background(), mustTrace(t, `[{"type": "function", "function": {"name": "f", "arguments": {"a": "x"}}}, {"type": "function", "function": {"name": "g", "arguments": {"a": "x"}}}]`), nil)
+	if err != nil || len(res.Errors) != 0 || len(res.Failures) != 1 || res.Failures[0].Kind != "regex_error" || res.Failures[0].Line != 3 || res.Failures[0].Column != 21 {
+		t.Errorf("result %+v, %v", res, err)
+	}
+}

@@ -84,7 +84,8 @@ func symbol(b *builtin.Builtin) *check.Symbol {
 }
 
 func buildUniverse(all []*builtin.Builtin, overrides map[string]*builtin.Builtin) check.Universe {
-	t := &check.Table{Builtins: map[string]*check.Symbol{}, Exports: map[string]map[string]*check.Symbol{}}
+	t := &check.Table{Builtins: map[string]*check.Symbol{}, Exports: map[string]map[string]*check.Symbol{},
+		Regex: func(p string) error { _, err := builtin.Regexp(p); return err }}
 	syms := map[string]*check.Symbol{}
 	for _, b := range all {
 		s := symbol(b)

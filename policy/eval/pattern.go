@@ -83,9 +83,8 @@ func (c *compiler) patArg(e syntax.Expr) patNode {
 	case *syntax.BasicLit:
 		switch x.Kind {
 		case syntax.LitString:
-			if _, err := builtin.Regexp(x.Value); err != nil {
-				c.errorf(x.Pos(), "invalid regular expression in tool pattern: %v", err)
-			}
+			// an invalid expression is a runtime regex_error when first
+			// needed (spec §9); the loader warns about it
 			return patNode{kind: patString, s: x.Value, pos: x.Pos()}
 		case syntax.LitInt, syntax.LitFloat:
 			switch v := c.literal(x).(type) {
