@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -33,8 +34,8 @@ import (
 
 // Options tunes Open. The zero value is the default.
 type Options struct {
-	// MaxConns caps the pool; 0 keeps pgxpool's default (max(4, CPUs))
-	// or the DSN's pool_max_conns.
+	// MaxConns caps the pool; 0 means the DSN's pool_max_conns, else
+	// max(8, 2×CPUs) (writers wait on row locks, not CPU).
 	MaxConns int32
 }
 
@@ -47,8 +48,11 @@ func Open(ctx context.Context, dsn string, opt *Options) (store.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	if opt != nil && opt.MaxConns > 0 {
+	switch {
+	case opt != nil && opt.MaxConns > 0:
 		cfg.MaxConns = opt.MaxConns
+	case !strings.Contains(dsn, "pool_max_conns"):
+		cfg.MaxConns = int32(max(8, 2*runtime.NumCPU()))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
