@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -91,5 +94,43 @@ func containsInOrder(t *testing.T, what, got string, want []string) {
 			return
 		}
 		rest = rest[i+len(w):]
+	}
+}
+
+var updateCheck = flag.Bool("update-check", false, "rewrite testdata/check/*.golden from the current output")
+
+// TestCheckGolden compares the full output of vigil check with golden
+// files (run with -update-check to rewrite them).
+func TestCheckGolden(t *testing.T) {
+	const dir = "testdata/check/"
+	tests := []struct {
+		golden string
+		args   []string
+	}{
+		{"inbox-text.golden", []string{"--policy", dir + "email.pol", "--trace", dir + "inbox.json"}},
+		{"inbox-json.golden", []string{"--policy", dir + "email.pol", "--trace", dir + "inbox.json", "--format", "json"}},
+		{"dataset-json.golden", []string{"--policy", dir + "mail.pol", "--dataset", dir + "dataset.jsonl", "--param", "allowed=Peter", "--format", "json"}},
+		{"failing-text.golden", []string{"--policy", dir + "failing.pol", "--trace", dir + "inbox.json"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"check"}, tt.args...), strings.NewReader(""), &stdout, &stderr)
+			got := fmt.Sprintf("exit %d\n-- stdout --\n%s-- stderr --\n%s", code, stdout.String(), stderr.String())
+			path := dir + tt.golden
+			if *updateCheck {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update-check to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("output differs from %s (run with -update-check after checking the change):\n got:\n%s\nwant:\n%s", path, got, want)
+			}
+		})
 	}
 }
