@@ -59,6 +59,8 @@ const cacheMinBytes = 256
 // arguments and text hash (policy-language §13.5).
 var ResultCache = NewCache(4096)
 
+// cachedMatches returns f's matches for text, from ResultCache when text
+// is long enough. The returned slice is shared: callers must not modify it.
 func cachedMatches(name, args, text string, f func() []Match) []Match {
 	if len(text) < cacheMinBytes {
 		return f()
@@ -321,7 +323,7 @@ func fnPII(c *builtin.Call) (builtin.Value, error) {
 		model = nil
 	}
 	out := []builtin.Value{}
-	args := strings.Join(entities, ",")
+	args := strings.Join(entities, "\x00")
 	if !given {
 		args = "*"
 	}
