@@ -44,7 +44,10 @@
 // LOCATION need an EntityRecognizer, i.e. a model).
 //
 // Unicode (unicode): the two-letter general category of each code point
-// from Go's tables (Unicode 15), Cn for unassigned; never Cs.
+// from Go's tables (Unicode 15.0, as Python 3.12's unicodedata), Cn for
+// unassigned; never Cs. Compared over all code points with Python 3.11
+// (Unicode 14.0), the only differences are the 4,489 characters Unicode
+// 15.0 assigned.
 //
 // Copyright (copyright): "COPYRIGHT" for "Copyright (C)" / "Copyright ©",
 // plus seven licences recognised by their headers (see Copyright; the
