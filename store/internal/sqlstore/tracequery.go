@@ -184,14 +184,15 @@ func (s *Store) loadMessages(ctx context.Context, ts []*store.Trace) error {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var tid, nodes, data string
+		var tid string
+		var nodes, data []byte // scanned as bytes: one copy of each event, not two
 		var m store.Message
 		var idx int64
 		if err := rows.Scan(&tid, &idx, &m.ID, &nodes, &data); err != nil {
 			return fmt.Errorf("load messages: %w", err)
 		}
 		m.Index = int(idx)
-		if err := json.Unmarshal([]byte(nodes), &m.NodeIDs); err != nil {
+		if err := json.Unmarshal(nodes, &m.NodeIDs); err != nil {
 			return fmt.Errorf("trace %s message %d node ids: %w", tid, idx, err)
 		}
 		m.Data = json.RawMessage(data)
