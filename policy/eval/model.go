@@ -39,6 +39,14 @@ type selection struct {
 func NewModel(t *trace.Trace) *Model {
 	m := &Model{sel: map[string]*selection{}, toolSel: map[string]*selection{}, byTool: map[string][]int{}}
 	if t != nil {
+		n, calls := len(t.Events), 0
+		for _, e := range t.Events {
+			calls += len(e.ToolCalls)
+			n += max(len(e.Tools)-1, 0)
+		}
+		m.Events = make([]builtin.Event, 0, n)
+		m.Seq = make([]builtin.Event, 0, n+calls)
+		m.calls = make([]*builtin.ToolCall, 0, calls)
 		m.Append(t.Events)
 	}
 	return m
