@@ -61,6 +61,9 @@ func setAddress(a *store.Annotation, addr string) error {
 		a.Address = "<root>"
 		return nil
 	}
+	if len(ad.Steps) == 0 {
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidAddress, Detail: "address has no message step: " + addr}
+	}
 	first := ad.Steps[0]
 	rest := trace.Address{Steps: append([]trace.Step{{Key: "x", Index: -1}}, ad.Steps[1:]...), Selector: ad.Selector}.String()
 	// rest is "messages.x<tail>"; keep only <tail>.
