@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -669,5 +670,65 @@ func TestInvalidPatternRegex(t *testing.T) {
 	res, err := p.Analyze(context.Background(), mustTrace(t, `[{"type": "function", "function": {"name": "f", "arguments": {"a": "x"}}}, {"type": "function", "function": {"name": "g", "arguments": {"a": "x"}}}]`), nil)
 	if err != nil || len(res.Errors) != 0 || len(res.Failures) != 1 || res.Failures[0].Kind != "regex_error" || res.Failures[0].Line != 3 || res.Failures[0].Column != 21 {
 		t.Errorf("result %+v, %v", res, err)
+	}
+}
+
+// TestMonitorMatchesAnalyze feeds every conformance trace to a Monitor one
+// element at a time: the keys it reports are those of the whole-trace
+// analysis that hold an event, and for rules without quantifiers or
+// predicates (whose truth cannot change as the trace grows) all of them.
+func TestMonitorMatchesAnalyze(t *testing.T) {
+	monotone := regexp.MustCompile(`(?m)forall|count|^\w+\(.*\)\s*:=?`)
+	for _, c := range loadCases(t) {
+		if c.Expected.LoadError || c.Expected.AnalysisError != "" || len(c.Requires) > 0 {
+			continue
+		}
+		p, err := policy.Load(c.Policy, policy.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		tr, err := policy.DecodeTrace(c.Trace)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		whole, err := p.Analyze(context.Background(), tr, c.Parameters)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		m, err := p.NewMonitor(c.Parameters)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		got := map[string]bool{}
+		for _, e := range tr.Events {
+			res, err := m.Append(context.Background(), e)
+			if err != nil {
+				t.Fatalf("%s: %v", c.Name, err)
+			}
+			for _, v := range res.Errors {
+				if got[v.Key] {
+					t.Errorf("%s: %s reported twice", c.Name, v.Key)
+				}
+				got[v.Key] = true
+			}
+		}
+		want := map[string]bool{}
+		for _, v := range whole.Errors {
+			if len(v.Events) > 0 {
+				want[v.Key] = true
+			}
+		}
+		for k := range got {
+			if !want[k] {
+				t.Errorf("%s: monitor reported %s, which the whole analysis does not", c.Name, k)
+			}
+		}
+		if !monotone.MatchString(c.Policy) {
+			for k := range want {
+				if !got[k] {
+					t.Errorf("%s: monitor missed %s", c.Name, k)
+				}
+			}
+		}
 	}
 }
