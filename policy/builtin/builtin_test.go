@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -85,6 +86,9 @@ func TestDisplay(t *testing.T) {
 		want string
 	}{
 		{1e16, "1e+16"}, {1e-5, "1e-05"}, {1.0, "1.0"}, {123456789.0, "123456789.0"}, {0.0001, "0.0001"},
+		{1e22, "1e+22"}, {0.1, "0.1"}, {123456789012345680.0, "1.2345678901234568e+17"}, {1e15, "1000000000000000.0"}, {1.5e-5, "1.5e-05"},
+		{-2.5, "-2.5"}, {math.Inf(1), "inf"}, {math.NaN(), "nan"}, {[]Value{"a\nb'"}, `["a\nb'"]`}, {[]Value{"a\n\x00"}, `['a\n\x00']`},
+		{Tuple{int64(1)}, "(1,)"}, {[]Value{1.0, Tuple{}, NewDict(0)}, "[1.0, (), {}]"},
 		{[]Value{"it's", nil, true}, `["it's", None, True]`}, {Tuple{}, "()"},
 	}
 	for _, tt := range tests {
