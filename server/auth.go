@@ -143,16 +143,6 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 // forgetKey evicts a key from the principal cache (on revocation).
 func (s *Server) forgetKey(hash string) { s.authCache.Delete(hash) }
 
-// forgetUser evicts every cached key of a user (on disable).
-func (s *Server) forgetUser(userID string) {
-	s.authCache.Range(func(k, v any) bool {
-		if v.(*cachedPrincipal).p.User.ID == userID {
-			s.authCache.Delete(k)
-		}
-		return true
-	})
-}
-
 // generateKey returns a new key: "vgl-" + 64 lowercase hex characters.
 func generateKey() (string, error) {
 	var b [32]byte

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -152,4 +151,3 @@ func (s *Server) handleKeyRevoke(w http.ResponseWriter, r *http.Request, p *prin
 	return nil
 }
 
-var _ = json.Marshal
