@@ -150,4 +150,3 @@ func (s *Server) handleKeyRevoke(w http.ResponseWriter, r *http.Request, p *prin
 	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
 	return nil
 }
-
