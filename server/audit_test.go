@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"database/sql"
 	"encoding/json"
 	"path/filepath"
@@ -125,4 +126,41 @@ func mustField(t *testing.T, body []byte, name string) json.RawMessage {
 		t.Fatal(err)
 	}
 	return m[name]
+}
+
+func TestAgentKeyRegistry(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		pub := ledger.PublicKeyHex(ledger.PublicOf(mustKey(t)))
+		for _, tc := range []struct {
+			method, path, body string
+			status             int
+			want               string
+		}{
+			{"POST", "/api/v1/ledger/agents", `{"agent": "agent/refund-bot", "publicKey": "` + pub + `"}`, 200, `"agent":"agent/refund-bot","publicKey":"` + pub + `"`},
+			{"POST", "/api/v1/ledger/agents", `{"agent": "a", "publicKey": "xyz"}`, 400, "publicKey must be 64 hex characters"},
+			{"POST", "/api/v1/ledger/agents", `{"publicKey": "` + pub + `"}`, 400, "agent must be a non-empty string"},
+			{"GET", "/api/v1/ledger/agents/agent/refund-bot", "", 200, `"revokedAt":null`},
+			{"GET", "/api/v1/ledger/agents", "", 200, `{"agents":[{"agent":"agent/refund-bot"`},
+			{"DELETE", "/api/v1/ledger/agents/agent/refund-bot", "", 200, `{"success":true}`},
+			{"GET", "/api/v1/ledger/agents/agent/refund-bot", "", 404, "no active key"},
+			{"DELETE", "/api/v1/ledger/agents/nobody", "", 404, "no active key"},
+		} {
+			var body any
+			if tc.body != "" {
+				body = tc.body
+			}
+			st, out := ts.do(t, tc.method, tc.path, adminKey, body)
+			if st != tc.status || !strings.Contains(string(out), tc.want) {
+				t.Errorf("%s %s: %d %s, want %d containing %s", tc.method, tc.path, st, out, tc.status, tc.want)
+			}
+		}
+	})
+}
+
+func mustKey(t *testing.T) ed25519.PrivateKey {
+	k, err := ledger.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

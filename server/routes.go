@@ -64,6 +64,10 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/runs/{id}/nodes", accessRead, s.handleRunNodes)
 	s.handle(mux, "GET /api/v1/runs/{id}/verify", accessRead, s.handleRunVerify)
 	s.handle(mux, "POST /api/v1/runs/{id}/finish", accessIngest, s.handleRunFinish)
+	s.handle(mux, "POST /api/v1/ledger/agents", accessAdmin, s.handleAgentPut)
+	s.handle(mux, "GET /api/v1/ledger/agents", accessRead, s.handleAgentList)
+	s.handle(mux, "GET /api/v1/ledger/agents/{agent...}", accessRead, s.handleAgentGet)
+	s.handle(mux, "DELETE /api/v1/ledger/agents/{agent...}", accessAdmin, s.handleAgentDelete)
 
 	// Unknown API paths get a JSON 404 (the UI will own the rest).
 	s.handle(mux, "/api/", accessNone, s.handleAPINotFound)
