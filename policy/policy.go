@@ -74,6 +74,10 @@ type Options struct {
 	WallTime time.Duration
 	// RegexTimeout bounds each regular-expression match; 0 means 1 s.
 	RegexTimeout time.Duration
+	// MaxViolations bounds the violations one rule may produce in an
+	// analysis (a memory budget for servers); reaching it stops the rule
+	// with a budget_exceeded failure. 0 means no limit.
+	MaxViolations int
 	// Debug receives the output of print(); nil discards it.
 	Debug io.Writer
 	// Detectors replace, for this policy only, the registered built-ins
@@ -146,7 +150,7 @@ func (p *Policy) Source() *Source { return p.src }
 func (p *Policy) Params() []string { return p.prog.Params() }
 
 func (p *Policy) evalOptions() eval.Options {
-	return eval.Options{MaxSteps: p.opts.MaxSteps, WallTime: p.opts.WallTime, RegexTimeout: p.opts.RegexTimeout, Debug: p.opts.Debug, Cache: p.cache}
+	return eval.Options{MaxSteps: p.opts.MaxSteps, WallTime: p.opts.WallTime, RegexTimeout: p.opts.RegexTimeout, Debug: p.opts.Debug, Cache: p.cache, MaxViolations: p.opts.MaxViolations}
 }
 
 // Params converts parameters to the engine's values. Values are Go values

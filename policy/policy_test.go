@@ -210,6 +210,11 @@ raise "one" if:
 	if pairs == 0 || pairs >= 50*25 || ones != 50 {
 		t.Errorf("kept %d pair violations and %d others", pairs, ones)
 	}
+	// a violation budget keeps the first violations
+	res, err = mustLoad(t, src, policy.Options{MaxViolations: 10}).Analyze(context.Background(), tr, nil)
+	if err != nil || len(res.Failures) != 2 || !strings.Contains(res.Failures[0].Message, "more than 10 violations") || len(res.Errors) != 20 {
+		t.Errorf("violation budget: %d errors, failures %+v, %v", len(res.Errors), res.Failures, err)
+	}
 	// the default budget evaluates everything
 	res, err = mustLoad(t, src, policy.Options{}).Analyze(context.Background(), tr, nil)
 	if err != nil || len(res.Failures) != 0 || len(res.Errors) != 50*25+50 {

@@ -41,6 +41,11 @@ type Options struct {
 	RegexTimeout time.Duration
 	// Debug receives print() output; nil discards it.
 	Debug io.Writer
+	// MaxViolations bounds the satisfying bindings one rule may produce
+	// (before merging) — a memory budget for servers; reaching it stops
+	// the rule with a budget_exceeded failure. 0 means no limit (the
+	// spec's default: one violation per satisfying binding, always).
+	MaxViolations int
 	// Cache keeps results of cacheable built-ins across analyses (spec
 	// §13.5); nil means a cache for this analysis only.
 	Cache *Cache
@@ -324,6 +329,9 @@ func (an *analysis) runRule(r *rule) (out []Violation) {
 	ctx := &execCtx{top: true, rule: r, lastBind: lastBind}
 	ctx.yield = func() bool {
 		if h, ok := an.violation(f, r); ok {
+			if an.opts.MaxViolations > 0 && len(hits) >= an.opts.MaxViolations {
+				panic(&budgetError{msg: fmt.Sprintf("rule produced more than %d violations", an.opts.MaxViolations)})
+			}
 			hits = append(hits, h)
 		}
 		return true
