@@ -244,6 +244,8 @@ type Monitor struct {
 	memo   *eval.Memo
 	seen   map[string]bool
 	failed map[Failure]bool
+	// checked is the number of events whose violations were reported
+	checked int
 }
 
 // NewMonitor returns a monitor for p with the given parameters. It fails
@@ -263,12 +265,14 @@ func (p *Policy) NewMonitor(ps map[string]any) (*Monitor, error) {
 func (m *Monitor) Append(ctx context.Context, events ...*trace.Event) (*Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := m.model.Len()
 	m.model.Append(events)
-	res, err := m.p.prog.Run(ctx, m.model, m.params, m.p.evalOptions(), eval.Mode{PendingFrom: n, Restrict: true, Memo: m.memo})
+	// events of an Append that failed (cancelled) are checked again with
+	// the next one
+	res, err := m.p.prog.Run(ctx, m.model, m.params, m.p.evalOptions(), eval.Mode{PendingFrom: m.checked, Restrict: true, Memo: m.memo})
 	if err != nil {
 		return nil, err
 	}
+	m.checked = m.model.Len()
 	m.model.Warnings = m.model.Warnings[:0]
 	return m.dedup(res), nil
 }

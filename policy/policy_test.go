@@ -737,3 +737,20 @@ func TestMonitorMatchesAnalyze(t *testing.T) {
 		}
 	}
 }
+
+// TestMonitorAfterCancel: events of a cancelled Append are checked with
+// the next one.
+func TestMonitorAfterCancel(t *testing.T) {
+	p := mustLoad(t, "raise PolicyViolation(\"x\", m) if:\n    (m: Message)\n    m.role == \"user\"\n", policy.Options{})
+	tr := mustTrace(t, `[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]`)
+	m, _ := p.NewMonitor(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := m.Append(ctx, tr.Events[0]); !errors.Is(err, policy.ErrCancelled) {
+		t.Fatalf("err = %v", err)
+	}
+	res, err := m.Append(context.Background(), tr.Events[1])
+	if err != nil || len(res.Errors) != 1 || res.Errors[0].Key != "(0, (0,))" {
+		t.Errorf("after a cancelled append: %+v, %v", res, err)
+	}
+}
