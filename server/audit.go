@@ -108,6 +108,13 @@ func (s *Server) handleSessionReceipts(w http.ResponseWriter, r *http.Request, p
 // signerKey returns the key-ring key a server-signed session verifies
 // with (nil when none matches: every receipt then fails "signature").
 func (s *Server) signerKey(sess *store.Session) ed25519.PublicKey {
+	if sess.Signer == ledger.SignerAgent {
+		k, err := ledger.ParsePublicKey(sess.SignerPublicKey)
+		if err != nil {
+			return nil
+		}
+		return k
+	}
 	if sess.SignerPublicKey == "" {
 		return s.pub
 	}
@@ -378,8 +385,15 @@ func (s *Server) handleRunVerify(w http.ResponseWriter, r *http.Request, p *prin
 	}
 	nE, nR := len(t.Messages), len(parsed)
 	var extra []ledger.VerifyError
+	sdk := isSDKSession(sess)
 	for i := 0; i < min(nE, nR); i++ {
-		if !receiptBinds(parsed[i], t.ID, i, t.Messages[i]) {
+		ok := false
+		if sdk {
+			ok = receiptEventMatches(parsed[i], t.Messages[i])
+		} else {
+			ok = receiptBinds(parsed[i], t.ID, i, t.Messages[i])
+		}
+		if !ok {
 			extra = append(extra, ledger.VerifyError{Index: i, Reason: ledger.ReasonEventMismatch})
 		}
 	}
@@ -417,5 +431,13 @@ func receiptBinds(rc *ledger.Receipt, runID string, i int, m store.Message) bool
 	}
 	got, err1 := ledger.Marshal(in["event"])
 	want, err2 := ledger.Canonicalize(m.Data)
+	return err1 == nil && err2 == nil && bytes.Equal(got, want)
+}
+
+// receiptEventMatches reports whether stored event m is the event derived
+// from receipt rc (agent-signed and SDK runs, §7.5).
+func receiptEventMatches(rc *ledger.Receipt, m store.Message) bool {
+	want, err1 := ledger.Marshal(receiptEvent(rc))
+	got, err2 := ledger.Canonicalize(m.Data)
 	return err1 == nil && err2 == nil && bytes.Equal(got, want)
 }

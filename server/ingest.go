@@ -242,6 +242,12 @@ func runAgent(md map[string]any, datasetName string) string {
 // actionType returns the primary node's action type of a parsed event
 // (spec/ledger.md §7.3).
 func actionType(ev map[string]any) string {
+	if ev["type"] == "receipt" {
+		// An SDK receipt recorded as an event (§7.4): its own action.
+		if a, ok := ev["action"].(string); ok && a != "" {
+			return a
+		}
+	}
 	if role, ok := ev["role"].(string); ok {
 		switch role {
 		case "system", "developer", "user":

@@ -37,6 +37,14 @@ func buildNodes(run ledger.Run, msgs []store.Message, recs []store.Receipt) []*l
 		n := &ledger.Node{ID: id, RunID: run.ID, AgentID: agent, ActionType: actionType(ev),
 			Address: "messages." + itoa(i), EventIndex: i, StartedAt: started, ReceiptID: receiptID, Error: ev["error"]}
 		nodes = append(nodes, n)
+		if ev["type"] == "receipt" {
+			// SDK receipt events: the node is the receipt (§7.4).
+			n.ID, n.Input, n.Output = receiptID, ev["input"], ev["output"]
+			if rid, ok := ev["receipt_id"].(string); ok {
+				n.ID = rid
+			}
+			continue
+		}
 		switch n.ActionType {
 		case ledger.ActionMessage:
 			n.Input = map[string]any{"role": ev["role"], "content": ev["content"]}

@@ -69,6 +69,13 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/ledger/agents/{agent...}", accessRead, s.handleAgentGet)
 	s.handle(mux, "DELETE /api/v1/ledger/agents/{agent...}", accessAdmin, s.handleAgentDelete)
 
+	// @invariance/sdk-compatible ledger endpoints (ledger.md §10).
+	s.handle(mux, "POST /v1/sessions", accessIngest, s.handleSDKSessionCreate)
+	s.handle(mux, "GET /v1/sessions/{id}", accessRead, s.handleSDKSessionGet)
+	s.handle(mux, "PATCH /v1/sessions/{id}", accessIngest, s.handleSDKSessionPatch)
+	s.handle(mux, "GET /v1/sessions/{id}/verify", accessRead, s.handleSDKSessionVerify)
+	s.handle(mux, "POST /v1/receipts", accessIngest, s.handleSDKReceipts)
+
 	// Unknown API paths get a JSON 404 (the UI will own the rest).
 	s.handle(mux, "/api/", accessNone, s.handleAPINotFound)
 	s.handle(mux, "/", accessNone, s.handleAPINotFound)
