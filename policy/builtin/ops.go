@@ -644,7 +644,7 @@ func jsonForm(v Value, withIndex bool) any {
 	case *ToolCall:
 		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"id", x.ID}, {"type", x.Type}, {"function", JSONForm(x.Function)}}
 	case *Function:
-		return OrderedMap{{"name", x.Name}, {"arguments", JSONForm(x.Arguments)}}
+		return OrderedMap{{"name", x.Name}, {"arguments", JSONForm(x.Args())}}
 	case *ToolOutput:
 		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_call_id", x.ToolCallID}}
 	case *Tool:

@@ -3,6 +3,7 @@ package builtin
 import (
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Value is a value of the policy language (spec §6.1). The dynamic type
@@ -285,10 +286,24 @@ type ToolCall struct {
 // Function is the function of a tool call.
 type Function struct {
 	// Path is storage for At.
-	Path      Path
-	At        *Path
-	Name      string
-	Arguments Value // *Dict normally; a string or other JSON value if not an object
+	Path Path
+	At   *Path
+	Name string
+	// Arguments is a *Dict normally; a string or other JSON value if not an
+	// object. Read it with Args: when LazyArguments is set, it is converted
+	// on first use (most rules never read the arguments of most calls).
+	Arguments     Value
+	LazyArguments func() Value
+	argsOnce      sync.Once
+}
+
+// Args returns the arguments, converting them on first use. It is safe
+// for concurrent use.
+func (f *Function) Args() Value {
+	if f.LazyArguments != nil {
+		f.argsOnce.Do(func() { f.Arguments = f.LazyArguments() })
+	}
+	return f.Arguments
 }
 
 // ToolOutput is a tool output event.

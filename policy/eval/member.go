@@ -92,7 +92,7 @@ func member(f *frame, pos syntax.Pos, x builtin.Value, name string) builtin.Valu
 		case "name":
 			return loc(v.Name, v.At, "name", 0)
 		case "arguments":
-			return loc(v.Arguments, v.At, "arguments", 1)
+			return loc(v.Args(), v.At, "arguments", 1)
 		}
 	case *builtin.ToolOutput:
 		switch name {

@@ -149,7 +149,8 @@ func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int)
 	fn := &builtin.Function{Name: c.Function.Name}
 	fn.Path = builtin.Path{Parent: tc.At, Seg: "function", Ord: 4}
 	fn.At = &fn.Path
-	fn.Arguments = value(c.Function.Arguments)
+	raw := c.Function.Arguments
+	fn.LazyArguments = func() builtin.Value { return value(raw) }
 	if c.Function.ArgumentsRaw {
 		m.Warnings = append(m.Warnings, fmt.Sprintf("invalid tool arguments at event %d", idx))
 	}

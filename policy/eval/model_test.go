@@ -56,7 +56,7 @@ func TestModel(t *testing.T) {
 	if k, ok := tool.InputSchema[1].Properties.Get("k"); !ok || k.(*builtin.ToolParameter).Type != "integer" {
 		t.Errorf("nested parameter %+v", k)
 	}
-	if got := builtin.Display(m.Events[5].(*builtin.ToolCall).Function.Arguments); got != "{}" {
+	if got := builtin.Display(m.Events[5].(*builtin.ToolCall).Function.Args()); got != "{}" {
 		t.Errorf("missing arguments = %s", got)
 	}
 }

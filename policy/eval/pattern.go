@@ -142,7 +142,7 @@ func (p *pattern) matchValue(f *frame, pos syntax.Pos, v builtin.Value) bool {
 	if p.arg == nil {
 		return true
 	}
-	return p.arg.match(f, pos, tc.Function.Arguments)
+	return p.arg.match(f, pos, tc.Function.Args())
 }
 
 func (n *patNode) match(f *frame, pos syntax.Pos, v builtin.Value) bool {
