@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	_ "github.com/vigilhq/vigil/detect" // registers the detectors policies call
@@ -73,6 +74,8 @@ type checkConfig struct {
 	pending                                    int
 	params                                     paramFlags
 	color                                      bool
+	maxSteps                                   int64
+	timeout                                    time.Duration
 }
 
 func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -96,6 +99,8 @@ Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
 	fs.Var(cfg.params, "param", "policy parameter `NAME=VALUE` for input.NAME (VALUE is JSON if it parses, else a string); repeatable")
 	fs.IntVar(&cfg.pending, "pending", -1, "treat the first `N` events as past and report only violations involving later ones")
 	fs.StringVar(&cfg.format, "format", "text", "output `format`: text or json")
+	fs.Int64Var(&cfg.maxSteps, "max-steps", 0, "evaluation budget per rule in `steps` (0: the default, 10,000,000)")
+	fs.DurationVar(&cfg.timeout, "timeout", 0, "wall-time budget per trace, e.g. 2s (0: none); rules cut short report budget_exceeded")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -122,7 +127,7 @@ Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
-	p, err := policy.Load(string(src), policy.Options{Name: cfg.policyFile, Debug: stderr})
+	p, err := policy.Load(string(src), policy.Options{Name: cfg.policyFile, Debug: stderr, MaxSteps: cfg.maxSteps, WallTime: cfg.timeout})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(2, "")

@@ -51,6 +51,8 @@ func TestCheck(t *testing.T) {
 			stdout: []string{`{"index":0,`, `{"index":2,"errors":[{`}, stderr: []string{"trace 1: invalid_trace"}, jsonErrors: -1},
 		{name: "load warning", args: []string{"--policy", dir + "nonbool.pol", "--trace", dir + "clean.json"}, code: 0,
 			stdout: []string{"0 violation(s)"}, stderr: []string{"warning: testdata/check/nonbool.pol:3:5:", "not a boolean"}, jsonErrors: -1},
+		{name: "step budget", args: []string{"--policy", dir + "email.pol", "--trace", dir + "inbox.json", "--max-steps", "1"}, code: 3,
+			stdout: []string{"failure: rule 0 at testdata/check/email.pol:3:1: budget_exceeded: rule exceeded its evaluation budget of 1 steps"}, jsonErrors: -1},
 		{name: "no policy", args: []string{"--trace", dir + "inbox.json"}, code: 2, stderr: []string{"--policy is required"}, jsonErrors: -1},
 		{name: "both inputs", args: []string{"--policy", dir + "mail.pol", "--trace", "a", "--dataset", "b"}, code: 2, stderr: []string{"exactly one of --trace and --dataset"}, jsonErrors: -1},
 		{name: "help", args: []string{"-h"}, code: 0, stderr: []string{"Usage: vigil check"}, jsonErrors: -1},
