@@ -120,3 +120,14 @@ func BenchmarkSmallMessage(b *testing.B) {
 		})
 	}
 }
+
+// A long query from the data (fuzzy_contains(msg.content, other.content))
+// must not cost len(text) × len(query).
+func BenchmarkFuzzyContainsLongQuery(b *testing.B) {
+	text := benchCorpus(b, "prose")[:256<<10]
+	query := strings.Repeat("a lighthouse keeper finds a letter ", 100)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		FuzzyContains(text, query, 10)
+	}
+}

@@ -63,23 +63,22 @@ func FuzzFuzzyContains(f *testing.F) {
 		}
 		r := FuzzyContains(text, query, k)
 		tr, qr := []rune(text), []rune(query)
-		found := false
-		for i := 0; i <= len(tr) && !found; i++ {
+		// Brute force: leftmost start, then smallest distance, then
+		// shortest substring.
+		want := FuzzyResult{}
+		for i := 0; i <= len(tr) && !want.Found; i++ {
+			best, bestEnd := -1, 0
 			for j := i; j <= len(tr); j++ {
-				if levenshtein(tr[i:j], qr) <= k {
-					found = true
-					break
+				if d := levenshtein(tr[i:j], qr); d <= k && (best < 0 || d < best) {
+					best, bestEnd = d, j
 				}
 			}
+			if best >= 0 {
+				want = FuzzyResult{Found: true, Start: i, End: bestEnd, Distance: best}
+			}
 		}
-		if k == 0 {
-			found = strings.Contains(text, query)
-		}
-		if r.Found != found {
-			t.Fatalf("FuzzyContains(%q, %q, %d) = %+v, brute force found=%v", text, query, k, r, found)
-		}
-		if r.Found && k > 0 && levenshtein(tr[r.Start:r.End], qr) != r.Distance {
-			t.Fatalf("reported distance %d for %q", r.Distance, string(tr[r.Start:r.End]))
+		if r != want {
+			t.Fatalf("FuzzyContains(%q, %q, %d) = %+v, brute force %+v", text, query, k, r, want)
 		}
 	})
 }
