@@ -68,9 +68,10 @@
 // HTML (html_code, links): golang.org/x/net/html tokenisation (any input
 // parses): alt texts of <img>, hrefs of <a>, then the URLs of Links.
 //
-// Fuzzy matching (fuzzy_contains): Levenshtein distance on code points,
-// O(len(text)·len(query)), leftmost start, then smallest distance, then
-// shortest substring; the semantic fallback goes to the Completer.
+// Fuzzy matching (fuzzy_contains): Levenshtein distance on code points
+// with Ukkonen's cut-off (about O(len(text)·k), k ≤ 10), leftmost start,
+// then smallest distance, then shortest substring; checked against brute
+// force by a fuzz test. The semantic fallback goes to the Completer.
 //
 // Prompt injection (prompt_injection): an offline heuristic scoring
 // instruction-override phrases in 13 languages, jailbreak personas,
