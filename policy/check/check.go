@@ -500,7 +500,7 @@ func (c *checker) line(ln *Line) {
 		default:
 			t := c.expr(sl.X)
 			if notBool(sl.X, t) {
-				c.warnf(sl.X.Pos(), "this line is a %s, not a boolean: it never counts as True", t.name())
+				c.warnf(sl.X.Pos(), "this line has type %s, not bool: it never counts as True", t.name())
 			}
 		}
 	}
