@@ -131,3 +131,15 @@ func BenchmarkFuzzyContainsLongQuery(b *testing.B) {
 		FuzzyContains(text, query, 10)
 	}
 }
+
+func BenchmarkPIIPathological(b *testing.B) {
+	for _, unit := range pathologicalPII {
+		text := strings.Repeat(unit, 1<<18/len(unit))
+		b.Run(strings.TrimSpace(unit), func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				PII(text, nil)
+			}
+		})
+	}
+}

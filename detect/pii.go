@@ -83,10 +83,12 @@ func PII(text string, entities []string) []Match {
 				i = e - 1
 			}
 		case c == ':':
-			if s, e, ok := scanIPv6(text, i); ok {
+			// Every colon of a token gives the same token: skip past it.
+			s, e, ok := scanIPv6(text, i)
+			if ok {
 				add(EntityIP, s, e, 1)
-				i = e - 1
 			}
+			i = max(i, e-1)
 		case c >= 'A' && c <= 'Z':
 			if i+3 < n && text[i+1] >= 'A' && text[i+1] <= 'Z' && isDigit(text[i+2]) && isDigit(text[i+3]) && tokenStart(text, i) {
 				if e, ok := scanIBAN(text, i); ok {
@@ -346,7 +348,9 @@ func cardInGroups(run string, a, b int, bounded func(int, int) bool) (int, int, 
 			ends = append(ends, i+1)
 		}
 	}
-	if len(starts) < 2 {
+	// Card numbers are written in at most five groups (4-4-4-4-3,
+	// 4-6-5); a long run of short groups is something else.
+	if len(starts) < 2 || len(starts) > 8 {
 		return 0, 0, false
 	}
 	for _, x := range starts {
@@ -479,7 +483,7 @@ func isHexByte(c byte) bool {
 }
 
 // scanIPv6 validates the token of hex digits, colons and dots around the
-// colon at i.
+// colon at i; it returns the token's bounds even when it is no address.
 func scanIPv6(text string, i int) (int, int, bool) {
 	s := i
 	for s > 0 && (isHexByte(text[s-1]) || text[s-1] == ':' || text[s-1] == '.') {
@@ -493,8 +497,8 @@ func scanIPv6(text string, i int) (int, int, bool) {
 		e--
 	}
 	tok := text[s:e]
-	if strings.Count(tok, ":") < 2 || !tokenStart(text, s) || !tokenEnd(text, e) || len(tok) < 3 {
-		return 0, 0, false
+	if strings.Count(tok, ":") < 2 || !tokenStart(text, s) || !tokenEnd(text, e) || len(tok) < 3 || len(tok) > 45 {
+		return s, e, false
 	}
 	// Short tokens such as "::", "a::b" or "dead::beef" are more often code
 	// than addresses: require three groups, or two with a digit ("fe80::1").
@@ -505,11 +509,11 @@ func scanIPv6(text string, i int) (int, int, bool) {
 		}
 	}
 	if groups < 2 || groups == 2 && (len(tok) < 6 || !strings.ContainsAny(tok, "0123456789")) {
-		return 0, 0, false
+		return s, e, false
 	}
 	a, err := netip.ParseAddr(tok)
 	if err != nil || !a.Is6() {
-		return 0, 0, false
+		return s, e, false
 	}
 	return s, e, true
 }

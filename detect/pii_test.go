@@ -3,6 +3,7 @@ package detect
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -92,3 +93,19 @@ func FuzzPII(f *testing.F) {
 		}
 	})
 }
+
+// Pathological inputs: every recogniser skips past what it has examined,
+// so these stay linear (BenchmarkPIIPathological measures them).
+func TestPIIPathological(t *testing.T) {
+	for _, unit := range pathologicalPII {
+		text := strings.Repeat(unit, 20000)
+		n := len([]rune(text))
+		for _, m := range PII(text, nil) {
+			if m.Start < 0 || m.End > n || m.Start >= m.End {
+				t.Fatalf("bad range %+v", m)
+			}
+		}
+	}
+}
+
+var pathologicalPII = []string{"1:", "a@", "1 ", "http://x", "DE89", "1.", "+1-", "bc1q", "1Bv"}
