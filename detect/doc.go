@@ -41,7 +41,9 @@
 // base58check and bech32/bech32m). Overlaps resolve by type (e-mail over
 // URL over card …). Misses: bare domains as URLs, phone numbers written
 // without separators or country code, names and places (PERSON and
-// LOCATION need an EntityRecognizer, i.e. a model).
+// LOCATION need an EntityRecognizer, i.e. a model). Text made mostly of
+// digits and single spaces or dots (number tables) scans at a few MB/s,
+// against hundreds of MB/s for prose and code.
 //
 // Unicode (unicode): the two-letter general category of each code point
 // from Go's tables (Unicode 15.0, as Python 3.12's unicodedata), Cn for
