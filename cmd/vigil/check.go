@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	_ "github.com/vigilhq/vigil/detect" // registers the detectors policies call
+	"github.com/vigilhq/vigil/detect" // registers the detectors policies call
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/trace"
 )
@@ -80,6 +80,10 @@ type checkConfig struct {
 
 func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cfg := checkConfig{params: paramFlags{}}
+	detCfg, err := detect.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
 	fs := newFlagSet("check", "check --policy FILE (--trace FILE | --dataset FILE.jsonl) [--param NAME=VALUE]... [--pending N] [--format text|json]",
 		`Evaluate the rules of a policy on a trace (a JSON event list or
 {"messages": [...]}) or on every trace of a JSONL dataset, with no server.
@@ -92,7 +96,12 @@ Load errors and warnings, analysis errors and the output of print() in a
 policy go to standard error.
 
 Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
-3 rule failures without violations.`, stderr)
+3 rule failures without violations.
+
+Model-backed detectors (moderated, llm, PERSON/LOCATION, ...) call the
+OpenAI-compatible endpoint of --detectors-base-url (env
+VIGIL_DETECTORS_BASE_URL); without one, a policy using them fails to load.`, stderr)
+	detCfg.RegisterFlags(fs)
 	fs.StringVar(&cfg.policyFile, "policy", "", "policy `FILE` (required)")
 	fs.StringVar(&cfg.traceFile, "trace", "", "trace `FILE` (JSON; - for standard input)")
 	fs.StringVar(&cfg.datasetFile, "dataset", "", "dataset `FILE` (JSONL; - for standard input)")
@@ -104,6 +113,9 @@ Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
+	}
+	if err := detect.Configure(detCfg); err != nil {
+		return fmt.Errorf("check: detectors: %w", err)
 	}
 	if len(pos) == 1 && cfg.traceFile == "" && cfg.datasetFile == "" {
 		cfg.traceFile = pos[0]

@@ -6,9 +6,15 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/vigilhq/vigil/detect"
 )
 
 func TestCheck(t *testing.T) {
@@ -135,4 +141,56 @@ func TestCheckGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckModelDetectors runs a policy that needs a model-backed detector:
+// without a provider it is a load error; with --detectors-base-url (or the
+// environment) pointing at a loopback OpenAI-compatible server it evaluates.
+func TestCheckModelDetectors(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "mod.gr")
+	tr := filepath.Join(dir, "t.json")
+	os.WriteFile(pol, []byte("from invariant.detectors import moderated\n\nraise \"harmful\" if:\n    (m: Message)\n    moderated(m.content)\n"), 0o644)
+	os.WriteFile(tr, []byte(`[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "something harmful"}]`), 0o644)
+
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/moderations" {
+			http.NotFound(w, r)
+			return
+		}
+		calls.Add(1)
+		var req struct {
+			Input any `json:"input"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		flagged := strings.Contains(fmt.Sprint(req.Input), "harmful")
+		fmt.Fprintf(w, `{"results":[{"flagged":%t,"category_scores":{"violence":%v}}]}`, flagged, map[bool]float64{true: 0.99, false: 0.01}[flagged])
+	}))
+	defer srv.Close()
+
+	t.Setenv("VIGIL_DETECTORS_BASE_URL", "")
+	code, _, errOut := runVigil(t, "", "check", "--policy", pol, "--trace", tr)
+	if code != 2 || !strings.Contains(errOut, "detectors.base_url") {
+		t.Fatalf("without provider: exit %d, stderr %q; want 2 naming detectors.base_url", code, errOut)
+	}
+	for _, how := range []string{"flag", "env"} {
+		t.Run(how, func(t *testing.T) {
+			args := []string{"check", "--policy", pol, "--trace", tr}
+			if how == "flag" {
+				args = append(args, "--detectors-base-url", srv.URL+"/v1")
+			} else {
+				t.Setenv("VIGIL_DETECTORS_BASE_URL", srv.URL+"/v1")
+			}
+			before := calls.Load()
+			code, out, errOut := runVigil(t, "", args...)
+			if code != 1 || !strings.Contains(out, "harmful") || !strings.Contains(out, "1 violation(s)") {
+				t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+			}
+			if calls.Load() == before {
+				t.Fatal("the moderation endpoint was never called")
+			}
+		})
+	}
+	detect.Configure(detect.Config{}) // leave no provider behind for other tests
 }

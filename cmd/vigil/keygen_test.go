@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -10,14 +8,6 @@ import (
 
 	"github.com/vigilhq/vigil/ledger"
 )
-
-// runVigil runs the vigil command line and returns exit code, stdout, stderr.
-func runVigil(t *testing.T, stdin string, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(stdin), &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
 
 func TestKeygen(t *testing.T) {
 	code, out, errOut := runVigil(t, "", "keygen")

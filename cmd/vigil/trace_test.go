@@ -1,20 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-func runTraceCmd(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
-	return code, out.String(), errb.String()
-}
 
 func writeTraceFiles(t *testing.T, files map[string]string) string {
 	t.Helper()
@@ -85,7 +76,7 @@ func TestTraceLint(t *testing.T) {
 			if tt.name == "stdin" {
 				stdin = `[{"role": 5}]`
 			}
-			code, out, errs := runTraceCmd(t, stdin, tt.args...)
+			code, out, errs := runVigil(t, stdin, tt.args...)
 			if code != tt.code {
 				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, out, errs)
 			}
@@ -141,7 +132,7 @@ func TestTraceGet(t *testing.T) {
 		{[]string{"-normalized", tools, "messages.3"}, 1, "", "no event has that trace index"},
 	}
 	for _, tt := range tests {
-		code, out, errs := runTraceCmd(t, "", append([]string{"trace", "get"}, tt.args...)...)
+		code, out, errs := runVigil(t, "", append([]string{"trace", "get"}, tt.args...)...)
 		if code != tt.code {
 			t.Errorf("%v: exit %d, want %d (stderr %q)", tt.args, code, tt.code, errs)
 		}
@@ -160,7 +151,7 @@ func TestTraceExamples(t *testing.T) {
 	if len(files) < 5 {
 		t.Fatalf("found %d example files, want at least 5", len(files))
 	}
-	code, out, errs := runTraceCmd(t, "", append([]string{"trace", "lint", "-v"}, files...)...)
+	code, out, errs := runVigil(t, "", append([]string{"trace", "lint", "-v"}, files...)...)
 	if code != 0 || strings.Count(out, ": ok (") != len(files) {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
