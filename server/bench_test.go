@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/ledger"
 )
 
 // pushBatch returns a push request of n traces × m events, shaped like an
@@ -93,4 +94,44 @@ func BenchmarkPushPostgres(b *testing.B) {
 			benchmarkPush(b, newTestServer(b, openPostgresTest(b)), c)
 		})
 	}
+}
+
+// BenchmarkDecodePush measures the push decoder plus the ingest
+// normaliser (no store, no signing) on a batch of 100 traces × 20 events.
+func BenchmarkDecodePush(b *testing.B) {
+	body, _ := json.Marshal(pushBatch("bench", 100, 20))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		req, err := parsePush(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var warn warnings
+		for i, raw := range req.messages {
+			if _, err := prepareTrace(raw, ingestOptions{traceIdx: i}, &warn); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*2000)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkSealEvents measures making one signed receipt per event (the
+// proof-on-ingest cost), single-threaded.
+func BenchmarkSealEvents(b *testing.B) {
+	ts := &Server{key: mustKey(&testing.T{})}
+	body, _ := json.Marshal(pushBatch("bench", 1, 20))
+	req, _ := parsePush(body)
+	pe, err := prepareTrace(req.messages[0], ingestOptions{}, new(warnings))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ts.makeReceipts("s", "r", "a", ledger.Tail{}, 0, pe.messages); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*20)/b.Elapsed().Seconds(), "events/s")
 }
