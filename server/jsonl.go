@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
@@ -41,9 +42,9 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request, p *princip
 		if err != nil {
 			return badRequest("invalid multipart body: %v", err)
 		}
-		// Fields may come in any order, but the file is streamed, so the
-		// small fields are read as they come and the file part last seen
-		// wins; clients send the fields first or the file last.
+		// Fields may come in any order. The file is streamed when the
+		// fields came first (what clients do); a file part before the
+		// other fields is spooled to a temporary file.
 		for {
 			part, err := mr.NextPart()
 			if err == io.EOF {
@@ -66,12 +67,28 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request, p *princip
 				case "mode":
 					mode = string(b)
 				}
+				continue
 			case "file":
-				src = part
+			default:
+				continue
 			}
-			if src != nil {
+			if name != "" {
+				src = part // stream it
 				break
 			}
+			f, err := os.CreateTemp("", "vigil-upload-*.jsonl")
+			if err != nil {
+				return fmt.Errorf("spool upload: %w", err)
+			}
+			defer os.Remove(f.Name())
+			defer f.Close()
+			if _, err := io.Copy(f, part); err != nil {
+				return toUploadErr(err)
+			}
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return fmt.Errorf("spool upload: %w", err)
+			}
+			src = f
 		}
 		if src == nil {
 			return badRequest("multipart upload has no file field")

@@ -97,14 +97,21 @@ func TestUploadExportRoundTrip(t *testing.T) {
 
 func TestUploadMultipartAndErrors(t *testing.T) {
 	ts := newTestServer(t, openSQLite(t))
+	fileFirst := false
 	send := func(fields map[string]string, file string) (int, string) {
 		var buf bytes.Buffer
 		mw := multipart.NewWriter(&buf)
+		if fileFirst {
+			fw, _ := mw.CreateFormFile("file", "data.jsonl")
+			fw.Write([]byte(file))
+		}
 		for k, v := range fields {
 			mw.WriteField(k, v)
 		}
-		fw, _ := mw.CreateFormFile("file", "data.jsonl")
-		fw.Write([]byte(file))
+		if !fileFirst {
+			fw, _ := mw.CreateFormFile("file", "data.jsonl")
+			fw.Write([]byte(file))
+		}
 		mw.Close()
 		req, _ := http.NewRequest("POST", ts.URL+"/api/v1/dataset/upload", &buf)
 		req.Header.Set("Content-Type", mw.FormDataContentType())
@@ -120,6 +127,11 @@ func TestUploadMultipartAndErrors(t *testing.T) {
 	if st, b := send(map[string]string{"name": "mp", "is_public": "true"}, uploadFile); st != 200 || !strings.Contains(b, `"is_public":true`) {
 		t.Fatalf("multipart upload: %d %s", st, b)
 	}
+	fileFirst = true // the file part before the fields is spooled
+	if st, b := send(map[string]string{"name": "mp2"}, uploadFile); st != 200 || !strings.Contains(b, `"num_traces":2`) {
+		t.Fatalf("multipart upload, file first: %d %s", st, b)
+	}
+	fileFirst = false
 	for _, tc := range []struct{ name, file, want string }{
 		{"meta twice", "{\"metadata\": {}}\n{\"metadata\": {}}\n", "line 2: The metadata row can appear at most once in the file."},
 		{"meta late", "[{\"role\": \"user\"}]\n{\"metadata\": {}}\n", "line 2: The metadata row must be the first row in the file."},
