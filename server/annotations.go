@@ -239,6 +239,8 @@ func (s *Server) traceForRead(r *http.Request, p *principal, id string, withMess
 	if err != nil {
 		return nil, err
 	}
+	// A link-shared trace is readable by anyone holding its id.
+	ok = ok || (t.Shared && !s.cfg.SharingDisabled)
 	if !ok {
 		return nil, notFound("Trace not found")
 	}

@@ -30,6 +30,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "DELETE /api/v1/dataset/byuser/{username}/{name}", accessFull, s.handleDatasetDelete)
 	s.handle(mux, "GET /api/v1/dataset/byid/{id}/traces", accessAnon, s.handleDatasetTraces)
 	s.handle(mux, "GET /api/v1/dataset/byuser/{username}/{name}/traces", accessAnon, s.handleDatasetTraces)
+	s.handle(mux, "GET /api/v1/dataset/byuser/{username}/{name}/indices", accessAnon, s.handleDatasetIndices)
+	s.handle(mux, "GET /api/v1/dataset/byuser/{username}/{name}/full", accessAnon, s.handleDatasetFull)
 	s.handle(mux, "GET /api/v1/dataset/byid/{id}/download", accessAnon, s.handleExport)
 	s.handle(mux, "GET /api/v1/dataset/byid/{id}/download/annotated", accessAnon, s.handleExport)
 	s.handle(mux, "GET /api/v1/dataset/metadata/{name}", accessAny, s.handleMetadataGet)
@@ -39,6 +41,12 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/trace/{id}", accessAnon, s.handleTraceGet)
 	s.handle(mux, "DELETE /api/v1/trace/{id}", accessFull, s.handleTraceDelete)
 	s.handle(mux, "GET /api/v1/trace/{id}/download", accessAnon, s.handleTraceDownload)
+	s.handle(mux, "PATCH /api/v1/trace/{id}", accessFull, s.handleTracePatch)
+	s.handle(mux, "GET /api/v1/trace/{id}/shared", accessAnon, s.handleSharedGet)
+	s.handle(mux, "PUT /api/v1/trace/{id}/shared", accessFull, s.handleSharedSet)
+	s.handle(mux, "DELETE /api/v1/trace/{id}/shared", accessFull, s.handleSharedSet)
+	s.handle(mux, "POST /api/v1/trace/snippets/new", accessFull, s.handleSnippetNew)
+	s.handle(mux, "GET /api/v1/trace/snippets", accessRead, s.handleSnippetList)
 
 	// Annotations (§6).
 	s.handle(mux, "POST /api/v1/trace/{id}/annotate", accessFull, s.handleAnnotate)

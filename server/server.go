@@ -63,6 +63,10 @@ type Config struct {
 	MetricsPublic bool
 	// AnonymousReadPublic lets anonymous callers read public datasets.
 	AnonymousReadPublic bool
+	// SharingDisabled turns link sharing off (sharing.enabled=false):
+	// shared traces are no longer readable by link and PUT/DELETE
+	// …/shared get 403.
+	SharingDisabled bool
 	// Now returns the current time (nil: time.Now). Tests set it.
 	Now func() time.Time
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/trace"
 )
 
@@ -44,27 +45,7 @@ func (s *Server) handleTraceGet(w http.ResponseWriter, r *http.Request, p *princ
 	if err != nil {
 		return err
 	}
-	out := traceJSON{
-		ID: t.ID, Index: t.Index, UserID: t.OwnerID, Name: nullString(t.Name),
-		HierarchyPath: nonNilStrings(t.HierarchyPath), ExtraMetadata: objectOrEmpty(t.Metadata),
-		TimeCreated: formatTime(t.TimeCreated), TimeLastPushed: formatTime(t.TimeLastPushed),
-		SessionKey: nullString(t.SessionKey), MessageCount: len(t.Messages),
-		Messages: make([]json.RawMessage, len(t.Messages)),
-	}
-	if u, err := s.st.GetUser(r.Context(), t.OwnerID); err == nil {
-		out.User = u.Username
-	}
-	if t.DatasetID != "" {
-		id := t.DatasetID
-		out.Dataset = &id
-		if d, err := s.st.GetDataset(r.Context(), t.DatasetID); err == nil {
-			out.DatasetName = &d.Name
-		}
-	}
-	withIDs := q.Get("message_ids") != "false"
-	for i, m := range t.Messages {
-		out.Messages[i] = renderEvent(m.Data, maxLen, withIDs)
-	}
+	out := s.traceJSON(r, t, maxLen, q.Get("message_ids") != "false")
 	if q.Get("include_annotations") == "true" {
 		anns, err := s.st.ListAnnotations(r.Context(), t.ID, nil)
 		if err != nil {
@@ -78,6 +59,34 @@ func (s *Server) handleTraceGet(w http.ResponseWriter, r *http.Request, p *princ
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// traceJSON renders t (with its messages, if loaded) as the API object.
+func (s *Server) traceJSON(r *http.Request, t *store.Trace, maxLen int, withIDs bool) traceJSON {
+	out := traceJSON{
+		ID: t.ID, Index: t.Index, UserID: t.OwnerID, Name: nullString(t.Name),
+		HierarchyPath: nonNilStrings(t.HierarchyPath), ExtraMetadata: objectOrEmpty(t.Metadata),
+		TimeCreated: formatTime(t.TimeCreated), TimeLastPushed: formatTime(t.TimeLastPushed),
+		SessionKey: nullString(t.SessionKey), MessageCount: t.MessageCount,
+		Messages: make([]json.RawMessage, len(t.Messages)),
+	}
+	if len(t.Messages) > 0 {
+		out.MessageCount = len(t.Messages)
+	}
+	if u, err := s.st.GetUser(r.Context(), t.OwnerID); err == nil {
+		out.User = u.Username
+	}
+	if t.DatasetID != "" {
+		id := t.DatasetID
+		out.Dataset = &id
+		if d, err := s.st.GetDataset(r.Context(), t.DatasetID); err == nil {
+			out.DatasetName = &d.Name
+		}
+	}
+	for i, m := range t.Messages {
+		out.Messages[i] = renderEvent(m.Data, maxLen, withIDs)
+	}
+	return out
 }
 
 // renderEvent returns a stored event for output: without message_id when
