@@ -105,6 +105,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		MetricsToken:        envOr("VIGIL_METRICS_TOKEN", os.Getenv("PROMETHEUS_TOKEN")),
 		MetricsPublic:       envBool("VIGIL_METRICS_PUBLIC"),
 		AnonymousReadPublic: envBool("VIGIL_AUTH_ANONYMOUS_READ_PUBLIC"),
+		SharingDisabled:     strings.EqualFold(os.Getenv("VIGIL_SHARING_ENABLED"), "false"),
 	}
 	if cfg.MaxJSONBytes, err = envSize("VIGIL_LIMITS_MAX_JSON_BYTES"); err != nil {
 		return fmt.Errorf("serve: %w", err)
