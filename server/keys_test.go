@@ -164,3 +164,43 @@ func TestHealthAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestUsersAdmin(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	ctx := context.Background()
+	st, body := ts.do(t, "POST", "/api/v1/users", adminKey, `{"username": "carol", "email": "c@example.com"}`)
+	if st != 200 || !strings.Contains(string(body), `"role":"member"`) {
+		t.Fatalf("create user: %d %s", st, body)
+	}
+	if st, body = ts.do(t, "POST", "/api/v1/users", adminKey, `{"username": "carol"}`); st != 400 || !strings.Contains(string(body), "taken") {
+		t.Fatalf("duplicate user: %d %s", st, body)
+	}
+	if st, body = ts.do(t, "POST", "/api/v1/users", adminKey, `{"username": "bad name"}`); st != 400 {
+		t.Fatalf("bad username: %d %s", st, body)
+	}
+	carol, _ := ts.st.GetUserByName(ctx, "carol")
+	k, err := ts.c.CreateKey(ctx, client.KeyCreate{User: "carol", Scope: "full"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := client.New(ts.URL, k.Key, client.WithRetries(0))
+	if _, err := cc.Identity(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := ts.do(t, "GET", "/api/v1/users", k.Key, nil); st != 403 {
+		t.Fatalf("member lists users: %d", st)
+	}
+	// Disabling a user makes its keys fail at once.
+	if st, body = ts.do(t, "PATCH", "/api/v1/users/"+carol.ID, adminKey, `{"disabled": true}`); st != 200 || !strings.Contains(string(body), `"disabled":true`) {
+		t.Fatalf("disable: %d %s", st, body)
+	}
+	if _, err := cc.Identity(ctx); err == nil {
+		t.Fatal("disabled user's key still works")
+	}
+	if st, body = ts.do(t, "GET", "/api/v1/users", adminKey, nil); st != 200 || strings.Count(string(body), `"username"`) != 2 {
+		t.Fatalf("list users: %d %s", st, body)
+	}
+	if st, _ = ts.do(t, "DELETE", "/api/v1/users/"+carol.ID, adminKey, nil); st != 200 {
+		t.Fatalf("delete user: %d", st)
+	}
+}

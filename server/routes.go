@@ -61,6 +61,10 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "POST /api/v1/keys/create", accessFull, s.handleKeyCreate)
 	s.handle(mux, "GET /api/v1/keys/list", accessFull, s.handleKeyList)
 	s.handle(mux, "DELETE /api/v1/keys/{id}", accessFull, s.handleKeyRevoke)
+	s.handle(mux, "GET /api/v1/users", accessAdmin, s.handleUserList)
+	s.handle(mux, "POST /api/v1/users", accessAdmin, s.handleUserCreate)
+	s.handle(mux, "PATCH /api/v1/users/{id}", accessAdmin, s.handleUserUpdate)
+	s.handle(mux, "DELETE /api/v1/users/{id}", accessAdmin, s.handleUserDelete)
 
 	// Audit ledger (ledger.md §10).
 	s.handle(mux, "GET /api/v1/ledger/public-key", accessNone, s.handlePublicKey)

@@ -10,14 +10,14 @@
 // event sealed into its trace's signed hash chain in the same transaction
 // as the event (proof on ingest); export streams with bounded memory.
 //
-// Non-goals (for now): dataset guardrails, findings, search, OTLP, users,
+// Non-goals (for now): dataset guardrails, findings, search, OTLP,
 // browser sessions, the web UI and the gateway routes, which later issues
 // add to the route table in routes.go; Idempotency-Key replay
 // (explorer-api §1.6), which needs a store table.
 //
 // Layout: routes.go holds the whole route table; one file per resource
 // (push.go, datasets.go, traces.go, snippets.go, annotations.go, jsonl.go
-// for upload and export, keys.go, audit.go and nodes.go for the ledger,
+// for upload and export, keys.go, users.go, audit.go and nodes.go for the ledger,
 // agents.go, sdk.go for the @invariance/sdk endpoints, health.go);
 // ingest.go is the normalise-and-seal pipeline every write path shares;
 // access.go, auth.go, errors.go, middleware.go and metrics.go are the
