@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http/httptest"
@@ -39,14 +38,6 @@ func newInProcessServer(t *testing.T) (string, string) {
 	return hs.URL, ledger.PublicKeyHex(ledger.PublicOf(key))
 }
 
-// runCLI runs the vigil command line in-process: exit code, stdout, stderr.
-func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
-	return code, out.String(), errb.String()
-}
-
 func TestImportExportCommands(t *testing.T) {
 	url, _ := newInProcessServer(t)
 	t.Setenv("VIGIL_URL", url)
@@ -58,7 +49,7 @@ func TestImportExportCommands(t *testing.T) {
 {"index": 1, "name": "second", "messages": [{"role": "user", "content": "bye"}], "metadata": {"x": 1}, "annotations": [{"content": "c", "address": "messages.0.content:0-3"}]}
 `
 	os.WriteFile(in, []byte(data), 0o644)
-	code, out, errs := runCLI(t, "", "import", in, "--dataset", "cli")
+	code, out, errs := runVigil(t, "", "import", in, "--dataset", "cli")
 	if code != 0 || !strings.Contains(out, `"num_traces":2`) {
 		t.Fatalf("import: %d %s %s", code, out, errs)
 	}
@@ -66,7 +57,7 @@ func TestImportExportCommands(t *testing.T) {
 		t.Errorf("import progress: %q", errs)
 	}
 	outFile := filepath.Join(dir, "out.jsonl")
-	code, _, errs = runCLI(t, "", "export", "--dataset", "cli", "-o", outFile, "-q")
+	code, _, errs = runVigil(t, "", "export", "--dataset", "cli", "-o", outFile, "-q")
 	if code != 0 || errs != "" {
 		t.Fatalf("export: %d %s", code, errs)
 	}
@@ -80,21 +71,21 @@ func TestImportExportCommands(t *testing.T) {
 	t.Setenv("VIGIL_URL", "")
 	t.Setenv("VIGIL_API_KEY", "")
 	t.Setenv("INVARIANT_API_KEY", testKey)
-	code, out, errs = runCLI(t, string(got), "import", "-", "--dataset", "copy", "--url", url, "-q")
+	code, out, errs = runVigil(t, string(got), "import", "-", "--dataset", "copy", "--url", url, "-q")
 	if code != 0 || !strings.Contains(out, `"num_traces":2`) {
 		t.Fatalf("re-import: %d %s %s", code, out, errs)
 	}
 	// Errors: a server-side validation error names the line; usage errors exit 2.
 	bad := filepath.Join(dir, "bad.jsonl")
 	os.WriteFile(bad, []byte("[{\"role\": \"user\"}]\n{\"messages\": []}\n"), 0o644)
-	code, _, errs = runCLI(t, "", "import", bad, "--dataset", "bad", "--url", url, "-q")
+	code, _, errs = runVigil(t, "", "import", bad, "--dataset", "bad", "--url", url, "-q")
 	if code != 2 || !strings.Contains(errs, "line 2: The file cannot contain both raw event lists and annotated event lists.") {
 		t.Fatalf("bad import: %d %s", code, errs)
 	}
-	if code, _, errs = runCLI(t, "", "import", in); code != 2 || !strings.Contains(errs, "--dataset is required") {
+	if code, _, errs = runVigil(t, "", "import", in); code != 2 || !strings.Contains(errs, "--dataset is required") {
 		t.Fatalf("missing --dataset: %d %s", code, errs)
 	}
-	if code, _, errs = runCLI(t, "", "export", "--dataset", "nope", "--url", url, "-q"); code != 2 || !strings.Contains(errs, "404") {
+	if code, _, errs = runVigil(t, "", "export", "--dataset", "nope", "--url", url, "-q"); code != 2 || !strings.Contains(errs, "404") {
 		t.Fatalf("unknown dataset: %d %s", code, errs)
 	}
 }
@@ -126,7 +117,7 @@ func TestReceiptsVerifyOnServerOutput(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "receipts.json")
 	os.WriteFile(file, body, 0o644)
-	code, out, errs := runCLI(t, "", "receipts", "verify", file, "--public-key", pub, "--session-id", id)
+	code, out, errs := runVigil(t, "", "receipts", "verify", file, "--public-key", pub, "--session-id", id)
 	if code != 0 || strings.TrimSpace(out) != `{"valid":true,"brokenAt":null,"reason":null,"errors":[]}` {
 		t.Fatalf("verify server receipts: %d %s %s", code, out, errs)
 	}
@@ -137,7 +128,7 @@ func TestReceiptsVerifyOnServerOutput(t *testing.T) {
 	if tampered == string(body) {
 		t.Fatal("tamper had no effect")
 	}
-	code, out, _ = runCLI(t, tampered, "receipts", "verify", "-", "--public-key", pub)
+	code, out, _ = runVigil(t, tampered, "receipts", "verify", "-", "--public-key", pub)
 	if code != 1 || !strings.Contains(out, `"brokenAt":1,"reason":"hash_mismatch"`) {
 		t.Fatalf("verify tampered: %d %s", code, out)
 	}
@@ -148,7 +139,7 @@ func TestReceiptsVerifyOnServerOutput(t *testing.T) {
 	}
 	json.Unmarshal(body, &parsed)
 	short, _ := json.Marshal(map[string]any{"receipts": parsed.Receipts[:2], "closeHash": parsed.CloseHash})
-	code, out, _ = runCLI(t, string(short), "receipts", "verify", "-", "--public-key", pub)
+	code, out, _ = runVigil(t, string(short), "receipts", "verify", "-", "--public-key", pub)
 	if code != 1 || !strings.Contains(out, "close_hash_mismatch") {
 		t.Fatalf("verify truncated: %d %s", code, out)
 	}

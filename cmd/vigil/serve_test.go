@@ -78,7 +78,7 @@ func startServe(t *testing.T, dir string, env ...string) *serveProc {
 	cmd.Env = append(cmd.Env, env...)
 	pr, pw := io.Pipe()
 	p := &serveProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = io.MultiWriter(pw, p.stderr)
+	cmd.Stderr = io.MultiWriter(p.stderr, pw) // buffer first: whatever precedes the listen line is in p.stderr once it is seen
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
