@@ -1,9 +1,9 @@
 package detect
 
 import (
-	"regexp"
 	"strings"
 
+	"github.com/vigilhq/vigil/policy/builtin"
 	"golang.org/x/net/html"
 )
 
@@ -64,24 +64,13 @@ func HTMLCode(text string) HTMLData {
 	return d
 }
 
-// linkRE is the links pattern of policy-language §13.3; \w is Unicode as
-// in Python.
-var linkRE = regexp.MustCompile(`https?://(?:[\p{L}\p{N}_.\-]|%[0-9A-Fa-f]{2})+(?:/[^ \n"]*)*`)
-
 // Links returns the http:// and https:// URLs in text without repeats, in
-// first-occurrence order. A URL runs to the next space, newline or double
-// quote, so trailing punctuation stays part of it.
+// first-occurrence order (policy-language §13.3, builtin.Links). A URL runs
+// to the next space, newline or double quote, so trailing punctuation stays
+// part of it.
 func Links(text string) []string {
 	if !strings.Contains(text, "http") {
 		return nil
 	}
-	var out []string
-	seen := map[string]bool{}
-	for _, u := range linkRE.FindAllString(text, -1) {
-		if !seen[u] {
-			seen[u] = true
-			out = append(out, u)
-		}
-	}
-	return out
+	return builtin.Links(text, map[string]bool{})
 }

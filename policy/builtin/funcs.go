@@ -547,7 +547,9 @@ func fnViolation(c *Call) (Value, error) {
 	return v, nil
 }
 
-var linkRE = regexp.MustCompile(`https?://(?:[\w.\-]|%[0-9A-Fa-f]{2})+(?:/[^ \n"]*)*`)
+// linkRE is the links pattern of spec §13.3. Its "word characters" are
+// Python's Unicode \w (letters, numbers, underscore), not RE2's ASCII \w.
+var linkRE = regexp.MustCompile(`https?://(?:[\p{L}\p{N}_.\-]|%[0-9A-Fa-f]{2})+(?:/[^ \n"]*)*`)
 
 // Links returns the URLs of spec §13.3 in s, without repeats, in order.
 func Links(s string, seen map[string]bool) []string {
