@@ -147,6 +147,10 @@ type RunEvidence struct {
 	// NodeIDs are the stored node ids of each event (primary first, then
 	// children in tool_calls order), for server-signed runs.
 	NodeIDs [][]string
+	// ReceiptEvents says the events were derived from incoming receipts
+	// (SDK sessions, §7.4) although the signer is the server (an agent
+	// without a registered key): they are checked as for an agent signer.
+	ReceiptEvents bool
 }
 
 // VerifyRun is session verification plus the binding check (§7.5): for
@@ -167,7 +171,7 @@ func VerifyRun(ev RunEvidence, keys SessionKeys, now int64) (SessionResult, erro
 	nE, nR := len(ev.Events), len(ev.Receipts)
 	for i := 0; i < min(nE, nR); i++ {
 		var ok bool
-		if s.Signer == SignerAgent {
+		if s.Signer == SignerAgent || ev.ReceiptEvents {
 			ok = agentEventMatches(ev.Events[i], ev.Receipts[i])
 		} else {
 			var ids []string

@@ -18,8 +18,12 @@ import (
 // with the same id, or without tool_call_id the most recent earlier call.
 // Not safe for concurrent use; a store holds one per append transaction.
 type NodeBuilder struct {
-	RunID     string
-	AgentID   string            // the run's agentId, for events without an "agent" string
+	RunID   string
+	AgentID string // the run's agentId, for events without an "agent" string
+	// SessionID is the receipts' session id; "" means RunID (a
+	// server-signed run's session id is its run id, §7.1).
+	SessionID string
+
 	callsByID map[string]string // tool call id → node id (latest wins)
 	lastCall  string            // node id of the most recent tool call
 }
@@ -61,25 +65,49 @@ type EventBinding struct {
 // session's chain tail, which fixes the receipt timestamp (max(now, tail)).
 // It fails only for event bytes that are not JSON (§2.1).
 func (b *NodeBuilder) Bind(index int, event []byte, tail Tail) (*EventBinding, error) {
+	return b.BindIDs(index, event, nil, tail)
+}
+
+// BindIDs is Bind for an event whose node ids were assigned before it was
+// stored (primary first, then children in tool_calls order); ids missing
+// from nodeIDs are made.
+func (b *NodeBuilder) BindIDs(index int, event []byte, nodeIDs []string, tail Tail) (*EventBinding, error) {
 	v, err := Parse(event)
 	if err != nil {
 		return nil, fmt.Errorf("run %s event %d: %w", b.RunID, index, err)
 	}
 	ts := max(Now(), int64(tail.Timestamp))
 	receiptID := NewID()
-	nodes := b.nodes(index, v, ts, receiptID)
+	nodes := b.nodes(index, v, ts, receiptID, nodeIDs)
 	ids := make([]any, len(nodes))
 	for i, n := range nodes {
 		ids[i] = n.ID
 	}
+	sid := b.SessionID
+	if sid == "" {
+		sid = b.RunID
+	}
 	return &EventBinding{
 		Nodes: nodes,
 		Action: Action{
-			ID: receiptID, SessionID: b.RunID, Agent: nodes[0].AgentID, Action: nodes[0].ActionType,
+			ID: receiptID, SessionID: sid, Agent: nodes[0].AgentID, Action: nodes[0].ActionType,
 			Input:     ReceiptInput(b.RunID, index, v, ids),
 			Timestamp: &ts,
 		},
 	}, nil
+}
+
+// Stored derives, on read, the nodes of the stored event at index whose
+// node ids are nodeIDs and whose receipt is receiptID made at receiptTime
+// (ms; the startedAt of an event without a usable timestamp). Call it for
+// a run's events in order, then LinkResults. Event bytes that are not JSON
+// give an error.
+func (b *NodeBuilder) Stored(index int, event []byte, nodeIDs []string, receiptID string, receiptTime int64) ([]Node, error) {
+	v, err := Parse(event)
+	if err != nil {
+		return nil, fmt.Errorf("run %s event %d: %w", b.RunID, index, err)
+	}
+	return b.nodes(index, v, receiptTime, receiptID, nodeIDs), nil
 }
 
 // ReceiptInput returns the input of a server-signed receipt (§7.4):
@@ -88,17 +116,24 @@ func ReceiptInput(runID string, index int, event any, nodeIDs []any) map[string]
 	return map[string]any{"event": event, "index": float64(index), "nodeIds": nodeIDs, "runId": runID}
 }
 
-func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string) []Node {
+func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string, ids []string) []Node {
+	id := func(k int) string {
+		if k < len(ids) && ids[k] != "" {
+			return ids[k]
+		}
+		return NewID()
+	}
 	m, _ := v.(map[string]any)
 	primary := Node{
-		ID: NewID(), RunID: b.RunID, AgentID: b.AgentID, Address: fmt.Sprintf("messages.%d", index),
+		ID: id(0), RunID: b.RunID, AgentID: b.AgentID, Address: fmt.Sprintf("messages.%d", index),
 		EventIndex: index, StartedAt: ts, ReceiptID: receiptID,
 	}
 	if m == nil { // not an object: "anything else"
 		primary.ActionType, primary.Input = ActionLog, v
 		return []Node{primary}
 	}
-	if a, ok := m["agent"].(string); ok {
+	if a, ok := m["agent"].(string); ok && a != "" {
+		// An empty string is no agent: a receipt's agent is non-empty (§9).
 		primary.AgentID = a
 	}
 	if t, ok := eventTime(m["timestamp"]); ok {
@@ -119,7 +154,7 @@ func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string) []Node
 		calls, _ := m["tool_calls"].([]any)
 		for j, c := range calls {
 			child := primary
-			child.ID = NewID()
+			child.ID = id(1 + j)
 			child.ParentID = &nodes[0].ID
 			child.Address = fmt.Sprintf("messages.%d.tool_calls.%d", index, j)
 			child.Output, child.Error = nil, nil

@@ -290,3 +290,47 @@ func FuzzBind(f *testing.F) {
 		}
 	})
 }
+
+// TestStoredNodesMatchBind: nodes derived on read from the stored node ids
+// equal those Bind made at ingest; BindIDs keeps given ids.
+func TestStoredNodesMatchBind(t *testing.T) {
+	key := mustKey(t, specSeed)
+	ev, bound := buildRun(t, key)
+	b := NewNodeBuilder(ev.RunID, "vigil", nil)
+	var got []Node
+	for i, e := range ev.Events {
+		ns, err := b.Stored(i, e, ev.NodeIDs[i], ev.Receipts[i].ID, ev.Receipts[i].Millis())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ns...)
+	}
+	a, _ := json.Marshal(got)
+	w, _ := json.Marshal(bound)
+	if string(a) != string(w) {
+		t.Fatalf("Stored:\n%s\nBind:\n%s", a, w)
+	}
+	ids := []string{"01KDVDN90RBSAH0000000NODE0", "01KDVDN90RBSAH0000000NODE1"}
+	eb, err := NewNodeBuilder("r", "vigil", nil).BindIDs(0, []byte(nodeEvents[2]), ids, Tail{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eb.Nodes[0].ID != ids[0] || eb.Nodes[1].ID != ids[1] || len(eb.Nodes[2].ID) != 26 || eb.Nodes[2].ID == ids[1] {
+		t.Errorf("BindIDs ids: %v", NodeIDs(eb.Nodes))
+	}
+	if eb.Action.SessionID != "r" {
+		t.Errorf("session id %q, want the run id", eb.Action.SessionID)
+	}
+}
+
+// TestEmptyAgentIsRunAgent: an empty "agent" string is no agent (§7.3; a
+// receipt's agent is non-empty), so the run's agent id is used.
+func TestEmptyAgentIsRunAgent(t *testing.T) {
+	eb, err := NewNodeBuilder("r", "dataset:d", nil).Bind(0, []byte(`{"role":"user","content":"x","agent":""}`), Tail{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eb.Nodes[0].AgentID != "dataset:d" || eb.Action.Agent != "dataset:d" {
+		t.Errorf("agent %q / %q, want dataset:d", eb.Nodes[0].AgentID, eb.Action.Agent)
+	}
+}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -105,78 +104,68 @@ func (s *Server) handleSessionReceipts(w http.ResponseWriter, r *http.Request, p
 	return err
 }
 
-// signerKey returns the key-ring key a server-signed session verifies
-// with (nil when none matches: every receipt then fails "signature").
-func (s *Server) signerKey(sess *store.Session) ed25519.PublicKey {
-	if sess.Signer == ledger.SignerAgent {
-		k, err := ledger.ParsePublicKey(sess.SignerPublicKey)
-		if err != nil {
-			return nil
+// ledgerSession is the ledger's view of a stored session, for
+// verification (spec/ledger.md §6.4). A server session stored without a
+// signer key was signed with the active key.
+func (s *Server) ledgerSession(sess *store.Session) *ledger.Session {
+	ls := &ledger.Session{ID: sess.ID, Agent: sess.Agent, Signer: sess.Signer, ReceiptCount: int(sess.ReceiptCount)}
+	if sess.SignerPublicKey != "" {
+		ls.SignerPublicKey = &sess.SignerPublicKey
+	} else if sess.Signer != ledger.SignerAgent {
+		pub := ledger.PublicKeyHex(s.pub)
+		ls.SignerPublicKey = &pub
+	}
+	if sess.ClosedAt != nil {
+		closed := sess.ClosedAt.UnixMilli()
+		ls.ClosedAt = &closed
+		h := sess.CloseHash
+		if h == "" {
+			h = "0"
 		}
-		return k
-	}
-	if sess.SignerPublicKey == "" {
-		return s.pub
-	}
-	for _, k := range s.ring {
-		if ledger.PublicKeyHex(k) == sess.SignerPublicKey {
-			return k
+		ls.CloseHash = &h
+		if sess.CloseSignature != "" {
+			ls.CloseSignature = &sess.CloseSignature
 		}
 	}
-	return nil
+	return ls
 }
 
-// verifySession runs §6.4 over the stored receipts and returns the
-// result, the parsed receipts and whether signatures were checked.
-func (s *Server) verifySession(r *http.Request, sess *store.Session) (ledger.Result, []*ledger.Receipt, bool, error) {
-	recs, err := s.st.ListReceipts(r.Context(), sess.ID, 0, 0)
+// sessionKeys are the keys a session verifies with: the server key ring
+// and, for an agent signer, its key.
+func (s *Server) sessionKeys(sess *store.Session) ledger.SessionKeys {
+	keys := ledger.SessionKeys{Ring: s.ring}
+	if sess.Signer == ledger.SignerAgent {
+		if k, err := ledger.ParsePublicKey(sess.SignerPublicKey); err == nil {
+			keys.AgentKey = k
+		}
+	}
+	return keys
+}
+
+// storedReceipts loads and parses a session's receipts.
+func (s *Server) storedReceipts(r *http.Request, sessionID string) ([]*ledger.Receipt, error) {
+	recs, err := s.st.ListReceipts(r.Context(), sessionID, 0, 0)
 	if err != nil {
-		return ledger.Result{}, nil, false, err
+		return nil, err
 	}
 	parsed := make([]*ledger.Receipt, len(recs))
 	for i, rc := range recs {
 		pr, err := ledger.ParseReceipt([]byte(rc.Text))
 		if err != nil {
-			return ledger.Result{}, nil, false, err
+			return nil, err
 		}
 		parsed[i] = pr
 	}
-	key := s.signerKey(sess)
-	opts := ledger.VerifyOptions{SessionID: sess.ID}
-	checked := true
-	if key != nil {
-		opts.PublicKey = key
-	} else {
-		// No matching key: every receipt fails "signature" (§6.4). A key
-		// that matches nothing gives exactly that.
-		opts.PublicKey = make(ed25519.PublicKey, ed25519.PublicKeySize)
-	}
-	if sess.ClosedAt != nil {
-		opts.CloseHash = sess.CloseHash
-		if opts.CloseHash == "" {
-			opts.CloseHash = "0"
-		}
-	}
-	res, err := ledger.VerifyChain(parsed, opts)
+	return parsed, nil
+}
+
+// verifySession runs §6.4 (ledger.VerifySession) over the stored receipts.
+func (s *Server) verifySession(r *http.Request, sess *store.Session) (ledger.SessionResult, error) {
+	parsed, err := s.storedReceipts(r, sess.ID)
 	if err != nil {
-		return ledger.Result{}, nil, false, err
+		return ledger.SessionResult{}, err
 	}
-	if sess.CloseSignature != "" && sess.ClosedAt != nil {
-		stmt, err := ledger.CloseStatement(sess.ID, opts.CloseHash, sess.ClosedAt.UnixMilli(), int(sess.ReceiptCount))
-		ok := false
-		if err == nil {
-			for _, k := range s.ring {
-				if ledger.VerifySignature(k, string(stmt), sess.CloseSignature) {
-					ok = true
-					break
-				}
-			}
-		}
-		if !ok {
-			res = res.With(ledger.VerifyError{Index: int(sess.ReceiptCount), Reason: ledger.ReasonCloseSignature})
-		}
-	}
-	return res, parsed, checked, nil
+	return ledger.VerifySession(s.ledgerSession(sess), parsed, s.sessionKeys(sess), s.now().UnixMilli())
 }
 
 // markTampered records a failed verification on the session (sticky).
@@ -192,13 +181,11 @@ func (s *Server) markTampered(r *http.Request, sess *store.Session, res ledger.R
 	}
 }
 
-// verifyJSON is a §5.3 result plus the session fields of §6.4.
-func verifyJSON(res ledger.Result, sess *store.Session, checked bool) map[string]any {
-	return map[string]any{
-		"valid": res.Valid, "brokenAt": res.BrokenAt, "reason": res.Reason, "errors": res.Errors,
-		"sessionId": sess.ID, "status": sess.Status(), "receiptCount": sess.ReceiptCount,
-		"signer": sess.Signer, "signaturesChecked": checked,
-	}
+// verifyJSON is the §6.4 result with the stored session's status (after
+// markTampered).
+func verifyJSON(res ledger.SessionResult, sess *store.Session) ledger.SessionResult {
+	res.Status = sess.Status()
+	return res
 }
 
 func (s *Server) handleSessionVerify(w http.ResponseWriter, r *http.Request, p *principal) error {
@@ -206,12 +193,12 @@ func (s *Server) handleSessionVerify(w http.ResponseWriter, r *http.Request, p *
 	if err != nil {
 		return err
 	}
-	res, _, checked, err := s.verifySession(r, sess)
+	res, err := s.verifySession(r, sess)
 	if err != nil {
 		return err
 	}
-	s.markTampered(r, sess, res)
-	writeJSON(w, http.StatusOK, verifyJSON(res, sess, checked))
+	s.markTampered(r, sess, res.Result)
+	writeJSON(w, http.StatusOK, verifyJSON(res, sess))
 	return nil
 }
 
@@ -363,8 +350,12 @@ func (s *Server) handleRunNodes(w http.ResponseWriter, r *http.Request, p *princ
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	sdk := false
+	if sess, err := s.st.GetSession(r.Context(), t.SessionID); err == nil {
+		sdk = isSDKSession(sess)
+	}
 	run := s.runJSON(r, t)
-	writeJSON(w, http.StatusOK, map[string]any{"nodes": buildNodes(run, t.Messages, recs)})
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": buildNodes(run, t.Messages, recs, sdk)})
 	return nil
 }
 
@@ -379,65 +370,20 @@ func (s *Server) handleRunVerify(w http.ResponseWriter, r *http.Request, p *prin
 	if err != nil {
 		return err
 	}
-	res, parsed, checked, err := s.verifySession(r, sess)
+	parsed, err := s.storedReceipts(r, sess.ID)
 	if err != nil {
 		return err
 	}
-	nE, nR := len(t.Messages), len(parsed)
-	var extra []ledger.VerifyError
-	sdk := isSDKSession(sess)
-	for i := 0; i < min(nE, nR); i++ {
-		ok := false
-		if sdk {
-			ok = receiptEventMatches(parsed[i], t.Messages[i])
-		} else {
-			ok = receiptBinds(parsed[i], t.ID, i, t.Messages[i])
-		}
-		if !ok {
-			extra = append(extra, ledger.VerifyError{Index: i, Reason: ledger.ReasonEventMismatch})
-		}
+	ev := ledger.RunEvidence{RunID: t.ID, Session: s.ledgerSession(sess), Receipts: parsed,
+		Events: make([][]byte, len(t.Messages)), NodeIDs: make([][]string, len(t.Messages)), ReceiptEvents: isSDKSession(sess)}
+	for i, m := range t.Messages {
+		ev.Events[i], ev.NodeIDs[i] = m.Data, m.NodeIDs
 	}
-	if nE > nR {
-		extra = append(extra, ledger.VerifyError{Index: nR, Reason: ledger.ReasonMissingReceipt})
-	} else if nR > nE {
-		extra = append(extra, ledger.VerifyError{Index: nE, Reason: ledger.ReasonMissingEvent})
+	res, err := ledger.VerifyRun(ev, s.sessionKeys(sess), s.now().UnixMilli())
+	if err != nil {
+		return err
 	}
-	if len(extra) > 0 {
-		res = res.With(extra...)
-	}
-	s.markTampered(r, sess, res)
-	writeJSON(w, http.StatusOK, verifyJSON(res, sess, checked))
+	s.markTampered(r, sess, res.Result)
+	writeJSON(w, http.StatusOK, verifyJSON(res, sess))
 	return nil
-}
-
-// receiptBinds reports whether receipt rc's input carries run runID,
-// index i, the stored node ids of m and an event canonically equal to m.
-func receiptBinds(rc *ledger.Receipt, runID string, i int, m store.Message) bool {
-	in, ok := rc.Input.(map[string]any)
-	if !ok {
-		return false
-	}
-	if in["runId"] != runID || in["index"] != float64(i) {
-		return false
-	}
-	ids, ok := in["nodeIds"].([]any)
-	if !ok || len(ids) != len(m.NodeIDs) {
-		return false
-	}
-	for k, id := range ids {
-		if id != m.NodeIDs[k] {
-			return false
-		}
-	}
-	got, err1 := ledger.Marshal(in["event"])
-	want, err2 := ledger.Canonicalize(m.Data)
-	return err1 == nil && err2 == nil && bytes.Equal(got, want)
-}
-
-// receiptEventMatches reports whether stored event m is the event derived
-// from receipt rc (agent-signed and SDK runs, §7.5).
-func receiptEventMatches(rc *ledger.Receipt, m store.Message) bool {
-	want, err1 := ledger.Marshal(receiptEvent(rc))
-	got, err2 := ledger.Canonicalize(m.Data)
-	return err1 == nil && err2 == nil && bytes.Equal(got, want)
 }

@@ -239,35 +239,6 @@ func runAgent(md map[string]any, datasetName string) string {
 	return "vigil"
 }
 
-// actionType returns the primary node's action type of a parsed event
-// (spec/ledger.md §7.3).
-func actionType(ev map[string]any) string {
-	if ev["type"] == "receipt" {
-		// An SDK receipt recorded as an event (§7.4): its own action.
-		if a, ok := ev["action"].(string); ok && a != "" {
-			return a
-		}
-	}
-	if role, ok := ev["role"].(string); ok {
-		switch role {
-		case "system", "developer", "user":
-			return ledger.ActionMessage
-		case "assistant":
-			return ledger.ActionLLMStep
-		case "tool":
-			return ledger.ActionToolResult
-		}
-	} else if _, hasRole := ev["role"]; !hasRole {
-		if _, ok := ev["type"]; ok {
-			return ledger.ActionToolCall
-		}
-	}
-	if s, ok := ev["action_type"].(string); ok && s != "" {
-		return s
-	}
-	return ledger.ActionLog
-}
-
 // sealFunc returns the store callback that makes one server-signed
 // receipt per event (spec/ledger.md §7.4): agent and action from the
 // primary node, input {event, index, nodeIds, runId}, signed with the
@@ -297,31 +268,18 @@ func (s *Server) sealFunc(datasetName string, pre map[string][]store.Receipt) st
 	}
 }
 
-// makeReceipts chains one receipt per event after tail.
+// makeReceipts chains one receipt per event after tail, bound to the
+// events' stored node ids (ledger.NodeBuilder, spec/ledger.md §7.4).
 func (s *Server) makeReceipts(sessionID, runID, agent string, tail ledger.Tail, firstIndex int, events []store.Message) ([]store.Receipt, error) {
+	b := ledger.NewNodeBuilder(runID, agent, nil)
+	b.SessionID = sessionID
 	out := make([]store.Receipt, len(events))
 	for i, m := range events {
-		v, err := ledger.Parse(m.Data)
+		eb, err := b.BindIDs(firstIndex+i, m.Data, m.NodeIDs, tail)
 		if err != nil {
-			return nil, fmt.Errorf("seal event %d of run %s: %w", firstIndex+i, runID, err)
+			return nil, fmt.Errorf("seal: %w", err)
 		}
-		ev, _ := v.(map[string]any)
-		a := agent
-		if s, ok := ev["agent"].(string); ok && s != "" {
-			a = s
-		}
-		nodeIDs := make([]any, len(m.NodeIDs))
-		for k, id := range m.NodeIDs {
-			nodeIDs[k] = id
-		}
-		r, err := ledger.Append(tail, ledger.Action{
-			SessionID: sessionID,
-			Agent:     a,
-			Action:    actionType(ev),
-			Input: map[string]any{
-				"event": v, "index": float64(firstIndex + i), "nodeIds": nodeIDs, "runId": runID,
-			},
-		}, s.key)
+		r, err := eb.Seal(tail, s.key)
 		if err != nil {
 			return nil, fmt.Errorf("seal event %d of run %s: %w", firstIndex+i, runID, err)
 		}

@@ -131,22 +131,6 @@ func (s *Server) handleSDKSessionGet(w http.ResponseWriter, r *http.Request, p *
 	return nil
 }
 
-// receiptEvent is the trace event a receipt becomes (§7.4).
-func receiptEvent(rc *ledger.Receipt) map[string]any {
-	ev := map[string]any{"type": "receipt", "receipt_id": rc.ID, "agent": rc.Agent, "action": rc.Action,
-		"timestamp": rc.Timestamp}
-	if !rc.InputAbsent {
-		ev["input"] = rc.Input
-	}
-	if rc.Output != nil {
-		ev["output"] = rc.Output
-	}
-	if rc.Error != nil {
-		ev["error"] = rc.Error
-	}
-	return ev
-}
-
 // handleSDKReceipts serves POST /v1/receipts {receipts: […]}: appends per
 // §7.4, storing receipts that fail a check and marking their session
 // tampered; a known id with the same hash is ignored, with another hash
@@ -235,10 +219,12 @@ func (s *Server) appendSDKReceipts(ctx context.Context, p *principal, sid string
 	if len(fresh) == 0 {
 		return 0, nil
 	}
-	var agentKey []byte
+	// §5.2 checks with the agent's registered key; none (server signer):
+	// signatures are not checked, the server signs instead (§7.4).
+	opts := ledger.VerifyOptions{SessionID: sid}
 	if sess.Signer == ledger.SignerAgent {
 		if k, err := ledger.ParsePublicKey(sess.SignerPublicKey); err == nil {
-			agentKey = k
+			opts.PublicKey = k
 		}
 	}
 	msgs := make([]store.Message, len(fresh))
@@ -246,14 +232,11 @@ func (s *Server) appendSDKReceipts(ctx context.Context, p *principal, sid string
 		if sess.Signer != ledger.SignerAgent {
 			// No registered agent key: the server signs, and keeps the
 			// client's signature unverified (§7.4).
-			rc.ClientSignature, rc.Signature = rc.Signature, ledger.SignHash(s.key, rc.Hash)
-			raw, err := rc.MarshalJSON()
-			if err != nil {
+			if err := ledger.Countersign(rc, s.key); err != nil {
 				return 0, fmt.Errorf("re-sign receipt %s: %w", rc.ID, err)
 			}
-			rc.Raw = raw
 		}
-		data, err := ledger.Marshal(receiptEvent(rc))
+		data, err := ledger.Marshal(ledger.ReceiptEvent(rc))
 		if err != nil {
 			return 0, badRequest("receipt %s: %v", rc.ID, err)
 		}
@@ -262,31 +245,17 @@ func (s *Server) appendSDKReceipts(ctx context.Context, p *principal, sid string
 	var tamper *ledger.VerifyError
 	seal := func(ctx context.Context, req store.SealRequest) ([]store.Receipt, error) {
 		tail := req.Session.Tail
-		prevHash, prevTS := tail.LastHash, float64(tail.LastTimestamp)
-		if prevHash == "" {
-			prevHash = "0"
+		var prev *ledger.Receipt
+		if tail.Count > 0 {
+			prev = &ledger.Receipt{Hash: tail.LastHash, Timestamp: float64(tail.LastTimestamp)}
 		}
 		out := make([]store.Receipt, len(fresh))
 		for i, rc := range fresh {
 			idx := int(tail.Count) + i
-			fail := func(reason ledger.Reason) {
-				if tamper == nil {
-					tamper = &ledger.VerifyError{Index: idx, Reason: reason}
-				}
+			if errs := ledger.CheckNext(prev, idx, rc, opts); len(errs) > 0 && tamper == nil {
+				tamper = &errs[0]
 			}
-			if h, err := rc.ComputeHash(); err != nil || h != rc.Hash {
-				fail(ledger.ReasonHashMismatch)
-			}
-			if rc.PreviousHash != prevHash {
-				fail(ledger.ReasonLinkage)
-			}
-			if agentKey != nil && !ledger.VerifySignature(agentKey, rc.Hash, rc.Signature) {
-				fail(ledger.ReasonSignature)
-			}
-			if idx > 0 && rc.Timestamp < prevTS {
-				fail(ledger.ReasonTimestampOrder)
-			}
-			prevHash, prevTS = rc.Hash, rc.Timestamp
+			prev = rc
 			out[i] = store.Receipt{SessionID: sid, ID: rc.ID, Hash: rc.Hash, Timestamp: rc.Millis(), Text: string(rc.Raw)}
 		}
 		return out, nil
@@ -372,10 +341,11 @@ func (s *Server) handleSDKSessionVerify(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	res, _, _, err := s.verifySession(r, sess)
+	sres, err := s.verifySession(r, sess)
 	if err != nil {
 		return err
 	}
+	res := sres.Result
 	s.markTampered(r, sess, res)
 	errs := make([]string, len(res.Errors))
 	for i, e := range res.Errors {
