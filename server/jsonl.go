@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,9 +15,33 @@ import (
 	"strings"
 
 	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/trace"
 )
 
 // This file holds JSONL upload and streaming export (explorer-api §8).
+//
+// Upload runs in two passes so that memory stays bounded whatever the file
+// size (explorer-api §8.2):
+//   - Pass 1 (spoolUpload) streams the body through trace.Reader (the one
+//     JSONL parser), validates every line, converts it into the
+//     store.NewTrace it will become and spools that, one JSON line per
+//     trace, to a temporary file. An invalid line stops the upload with a
+//     400 naming it; nothing has been written.
+//   - Pass 2 (pushUpload) reads the spool back and pushes it in batches of
+//     about uploadBatchBytes of events. A file that fits in one batch is one
+//     PushTraces transaction. store.Store has no streaming push, so a larger
+//     file is several transactions; when a later one fails, the earlier ones
+//     are undone (rollbackUpload) so the upload still leaves no partial
+//     dataset behind.
+
+// Upload batch limits: a batch is pushed once it holds uploadBatchBytes of
+// event JSON or uploadBatchTraces traces. The heap an upload needs is a
+// small multiple of this (events, receipts, the store's copy), not of the
+// file size.
+const (
+	uploadBatchBytes  = 4 << 20
+	uploadBatchTraces = 1000
+)
 
 // lineError is a 400 that names the 1-based line of the upload.
 func lineError(line int, format string, args ...any) *Error {
@@ -28,13 +53,44 @@ func lineError(line int, format string, args ...any) *Error {
 	return e
 }
 
+// uploadFields are the upload's form fields or query parameters.
+type uploadFields struct {
+	name, isPublic, mode string
+}
+
+// check validates the fields (explorer-api §8.2).
+func (f uploadFields) check() error {
+	if f.name == "" {
+		return badRequest("name must be provided")
+	}
+	if !validDatasetName(f.name) {
+		return errDatasetName()
+	}
+	switch strings.ToLower(f.isPublic) {
+	case "", "false", "true":
+	default:
+		return badRequest("is_public must be \"true\" or \"false\"")
+	}
+	switch f.mode {
+	case "", "create", "append":
+	default:
+		return badRequest("mode must be create or append")
+	}
+	return nil
+}
+
 // handleUpload serves POST /api/v1/dataset/upload: multipart/form-data
 // (file, name, is_public, mode) or a raw JSONL body with the same fields
 // as query parameters.
 func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request, p *principal) error {
 	q := r.URL.Query()
-	name, isPublic, mode := q.Get("name"), q.Get("is_public"), q.Get("mode")
-	var src io.Reader
+	f := uploadFields{name: q.Get("name"), isPublic: q.Get("is_public"), mode: q.Get("mode")}
+	var sp *uploadSpool
+	defer func() {
+		if sp != nil {
+			sp.close()
+		}
+	}()
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct == "multipart/form-data" {
 		r.Body = http.MaxBytesReader(w, r.Body, s.maxUp)
@@ -42,9 +98,8 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request, p *princip
 		if err != nil {
 			return badRequest("invalid multipart body: %v", err)
 		}
-		// Fields may come in any order. The file is streamed when the
-		// fields came first (what clients do); a file part before the
-		// other fields is spooled to a temporary file.
+		// Fields may come in any order; the file part is validated and
+		// spooled as it streams by, wherever it is.
 		for {
 			part, err := mr.NextPart()
 			if err == io.EOF {
@@ -61,36 +116,27 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request, p *princip
 				}
 				switch part.FormName() {
 				case "name":
-					name = string(b)
+					f.name = string(b)
 				case "is_public":
-					isPublic = string(b)
+					f.isPublic = string(b)
 				case "mode":
-					mode = string(b)
+					f.mode = string(b)
 				}
-				continue
 			case "file":
-			default:
-				continue
+				if sp != nil {
+					return badRequest("multipart upload has more than one file field")
+				}
+				if f.name != "" { // the fields came first (what clients do): fail early
+					if err := f.check(); err != nil {
+						return err
+					}
+				}
+				if sp, err = s.spoolUpload(part, p); err != nil {
+					return err
+				}
 			}
-			if name != "" {
-				src = part // stream it
-				break
-			}
-			f, err := os.CreateTemp("", "vigil-upload-*.jsonl")
-			if err != nil {
-				return fmt.Errorf("spool upload: %w", err)
-			}
-			defer os.Remove(f.Name())
-			defer f.Close()
-			if _, err := io.Copy(f, part); err != nil {
-				return toUploadErr(err)
-			}
-			if _, err := f.Seek(0, io.SeekStart); err != nil {
-				return fmt.Errorf("spool upload: %w", err)
-			}
-			src = f
 		}
-		if src == nil {
+		if sp == nil {
 			return badRequest("multipart upload has no file field")
 		}
 	} else {
@@ -98,67 +144,29 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request, p *princip
 		if err != nil {
 			return err
 		}
-		src = body
-	}
-	if name == "" {
-		return badRequest("name must be provided")
-	}
-	if !validDatasetName(name) {
-		return errDatasetName()
-	}
-	public := false
-	switch strings.ToLower(isPublic) {
-	case "", "false":
-	case "true":
-		public = true
-	default:
-		return badRequest("is_public must be \"true\" or \"false\"")
-	}
-	switch mode {
-	case "", "create", "append":
-	default:
-		return badRequest("mode must be create or append")
-	}
-	up, err := s.parseUpload(src, p, name)
-	if err != nil {
-		return err
-	}
-	now := s.now()
-	pre, err := s.presign(up.traces, name)
-	if err != nil {
-		return err
-	}
-	req := store.PushRequest{
-		OwnerID:            p.User.ID,
-		DatasetName:        name,
-		CreateIfMissing:    true,
-		NewDatasetMetadata: createdOnMetadata(now),
-		RequireEmpty:       mode != "append",
-		MergeMetadata:      up.datasetMeta,
-		ReplaceTakenIDs:    true,
-		Traces:             up.traces,
-		Tools:              toolList(up.tools),
-		Seal:               s.sealFunc(name, pre),
-		Close:              s.closeFunc(),
-	}
-	res, err := s.st.PushTraces(r.Context(), req)
-	if errors.Is(err, store.ErrConflict) {
-		if mode != "append" {
-			return badRequest("Dataset with the same name already exists with traces, to add new traces use the push API")
+		if err := f.check(); err != nil {
+			return err
 		}
-		return badRequest("an explicit index in the file is already used in dataset %s: %v", name, err)
-	}
-	if err != nil {
-		return err
-	}
-	if public && !res.Dataset.IsPublic {
-		if d, err := s.st.UpdateDataset(r.Context(), res.Dataset.ID, store.DatasetUpdate{IsPublic: &public}); err == nil {
-			res.Dataset = d
+		if sp, err = s.spoolUpload(body, p); err != nil {
+			return err
 		}
 	}
-	s.metrics.Add("vigil_ingest_traces_total", uint64(len(up.traces)), "upload")
-	s.metrics.Add("vigil_ingest_messages_total", uint64(up.events), "upload")
-	d, err := s.st.GetDataset(r.Context(), res.Dataset.ID)
+	if err := f.check(); err != nil {
+		return err
+	}
+	datasetID, err := s.pushUpload(r.Context(), sp, p, f)
+	if err != nil {
+		return err
+	}
+	if strings.EqualFold(f.isPublic, "true") {
+		public := true
+		if _, err := s.st.UpdateDataset(r.Context(), datasetID, store.DatasetUpdate{IsPublic: &public}); err != nil {
+			return err
+		}
+	}
+	s.metrics.Add("vigil_ingest_traces_total", uint64(sp.traces), "upload")
+	s.metrics.Add("vigil_ingest_messages_total", uint64(sp.events), "upload")
+	d, err := s.st.GetDataset(r.Context(), datasetID)
 	if err != nil {
 		return err
 	}
@@ -177,194 +185,360 @@ func toUploadErr(err error) error {
 	return badRequest("read upload: %v", err)
 }
 
-// parsedUpload is a validated JSONL file.
-type parsedUpload struct {
-	datasetMeta map[string]json.RawMessage
-	traces      []store.NewTrace
-	tools       map[string]*store.ToolUse
+// uploadReadError maps a trace.Reader error to the upload's 400 naming the
+// line, keeping Invariant's texts (without trace's "invalid dataset: "
+// prefix), or to toUploadErr for a read error.
+func uploadReadError(err error) error {
+	var le *trace.LineError
+	if !errors.As(err, &le) {
+		return toUploadErr(err)
+	}
+	var se *trace.SyntaxError
+	if errors.As(le.Err, &se) {
+		return lineError(le.Line, "invalid JSON: %v", se)
+	}
+	return lineError(le.Line, "%s", strings.TrimPrefix(le.Err.Error(), trace.ErrDataset.Error()+": "))
+}
+
+// uploadSpool is a validated upload: its traces, converted, in a
+// temporary file, one spooledTrace per line.
+type uploadSpool struct {
+	f           *os.File
+	datasetMeta map[string]json.RawMessage // the dataset line's metadata, or nil
+	traces      int
 	events      int
 }
 
-// uploadLine is the annotated-object line form.
-type uploadLine struct {
-	Index         json.RawMessage   `json:"index"`
-	ID            string            `json:"id"`
-	Name          *string           `json:"name"`
-	HierarchyPath []string          `json:"hierarchy_path"`
-	Messages      json.RawMessage   `json:"messages"`
-	Metadata      json.RawMessage   `json:"metadata"`
-	Annotations   []json.RawMessage `json:"annotations"`
+func (sp *uploadSpool) close() {
+	sp.f.Close()
+	os.Remove(sp.f.Name())
 }
 
-// parseUpload reads and validates the whole file (explorer-api §8.1,
-// §8.2) before anything is written. Lines are read without a length cap.
-func (s *Server) parseUpload(src io.Reader, p *principal, name string) (*parsedUpload, error) {
-	br := bufio.NewReaderSize(src, 1<<20)
-	up := &parsedUpload{tools: map[string]*store.ToolUse{}}
-	const (
-		formNone = iota
-		formRaw
-		formObject
-	)
-	form := formNone
-	withIndex, sawTrace := false, false
-	seen := map[int64]bool{}
-	var warn warnings
-	for lineNo := 1; ; lineNo++ {
-		line, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return nil, toUploadErr(err)
-		}
-		eof := err == io.EOF
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			if eof {
-				break
-			}
-			continue
-		}
-		var nt store.NewTrace
-		autoName := false // nt.Name is the "Run <index>" default
-		var events json.RawMessage
-		var anns []json.RawMessage
-		switch line[0] {
-		case '[':
-			var elems []json.RawMessage
-			if err := json.Unmarshal(line, &elems); err != nil {
-				return nil, lineError(lineNo, "invalid JSON: %v", err)
-			}
-			if form == formObject {
-				return nil, lineError(lineNo, "The file cannot contain both raw event lists and annotated event lists.")
-			}
-			form = formRaw
-			if len(elems) > 0 {
-				var first map[string]json.RawMessage
-				if json.Unmarshal(elems[0], &first) == nil && first != nil {
-					_, hasRole := first["role"]
-					_, hasType := first["type"]
-					_, hasTools := first["tools"]
-					if md, ok := first["metadata"]; ok && !hasRole && !hasType && !hasTools {
-						nt.Metadata = md
-						elems = elems[1:]
-					}
-				}
-			}
-			events = append(append([]byte{'['}, joinRaw(elems)...), ']')
-			if withIndex {
-				return nil, lineError(lineNo, "The 'index' key is inconsistently present — found in some events but missing in others.")
-			}
-		case '{':
-			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(line, &obj); err != nil {
-				return nil, lineError(lineNo, "invalid JSON: %v", err)
-			}
-			if _, hasMsgs := obj["messages"]; !hasMsgs {
-				if md, ok := obj["metadata"]; ok {
-					if sawTrace {
-						return nil, lineError(lineNo, "The metadata row must be the first row in the file.")
-					}
-					if up.datasetMeta != nil {
-						return nil, lineError(lineNo, "The metadata row can appear at most once in the file.")
-					}
-					var m map[string]json.RawMessage
-					if json.Unmarshal(md, &m) != nil || m == nil {
-						return nil, lineError(lineNo, "metadata must be an object")
-					}
-					delete(m, "policies") // guardrail import comes with the guardrails API
-					up.datasetMeta = m
-					continue
-				}
-				return nil, lineError(lineNo, "a line must be a list of events, an object with messages, or the metadata row")
-			}
-			if form == formRaw {
-				return nil, lineError(lineNo, "The file cannot contain both raw event lists and annotated event lists.")
-			}
-			form = formObject
-			var ul uploadLine
-			if err := json.Unmarshal(line, &ul); err != nil {
-				return nil, lineError(lineNo, "invalid trace line: %v", err)
-			}
-			hasIndex := !isBlank(ul.Index)
-			if sawTrace && hasIndex != withIndex {
-				return nil, lineError(lineNo, "The 'index' key is inconsistently present — found in some events but missing in others.")
-			}
-			withIndex = hasIndex
-			if hasIndex {
-				idx, err := strconv.ParseInt(string(bytes.TrimSpace(ul.Index)), 10, 64)
-				if err != nil || idx < 0 {
-					return nil, lineError(lineNo, "Invalid index found: %s in the file. Index must be an integer.", ul.Index)
-				}
-				if seen[idx] {
-					return nil, lineError(lineNo, "Duplicate index found: %d in the file.", idx)
-				}
-				seen[idx] = true
-				nt.Index = &idx
-				nt.Name, autoName = "Run "+strconv.FormatInt(idx, 10), true
-			}
-			nt.ID = ul.ID
-			if !isBlank(ul.Metadata) {
-				nt.Metadata = ul.Metadata
-			}
-			events = ul.Messages
-			anns = ul.Annotations
-			if ul.Name != nil {
-				nt.Name, autoName = *ul.Name, false
-			}
-			if ul.HierarchyPath != nil {
-				nt.HierarchyPath = ul.HierarchyPath
-			}
-		default:
-			return nil, lineError(lineNo, "a line must be a JSON list or object")
-		}
-		sawTrace = true
-		if !isJSONArray(events) {
-			return nil, lineError(lineNo, "messages must be a list of events")
-		}
-		pe, err := prepareTrace(events, ingestOptions{traceIdx: len(up.traces)}, &warn)
+// spooledTrace is one line of an upload spool.
+type spooledTrace struct {
+	Trace store.NewTrace            `json:"trace"`
+	Tools map[string]*store.ToolUse `json:"tools,omitempty"`
+}
+
+// spoolUpload is pass 1 of an upload: it reads src to the end, validates
+// every line (explorer-api §8.1, §8.2) and spools the converted traces.
+// Memory holds one line at a time (plus the indices seen, for duplicate
+// checks). Outcomes: the spool, positioned at its start; a 400 naming the
+// line; a 413 when src exceeds the upload limit.
+func (s *Server) spoolUpload(src io.Reader, p *principal) (_ *uploadSpool, err error) {
+	f, err := os.CreateTemp("", "vigil-upload-*.jsonl")
+	if err != nil {
+		return nil, fmt.Errorf("spool upload: %w", err)
+	}
+	sp := &uploadSpool{f: f}
+	defer func() {
 		if err != nil {
-			var ae *Error
-			if errors.As(err, &ae) {
-				return nil, lineError(lineNo, "%s", ae.Detail)
-			}
-			return nil, err
+			sp.close()
 		}
-		// Names and paths: the top-level values win over the metadata's;
-		// an indexed trace without a name is "Run <index>".
-		topName, topHP := nt.Name, nt.HierarchyPath
-		nt.Name, nt.HierarchyPath = "", nil
-		if len(nt.Metadata) > 0 {
-			if err := applyTraceMetadata(&nt, nt.Metadata, len(up.traces)); err != nil {
-				return nil, lineError(lineNo, "metadata must be an object")
-			}
-		}
-		if topName != "" && (nt.Name == "" || !autoName) {
-			nt.Name = topName
-		}
-		if topHP != nil {
-			nt.HierarchyPath = topHP
-		}
-		for _, raw := range anns {
-			a, err := newAnnotation(raw, p)
-			if err != nil {
-				return nil, lineError(lineNo, "Failed to parse annotation: %s", compactJSON(raw))
-			}
-			nt.Annotations = append(nt.Annotations, a)
-		}
-		resolveAnnotations(pe.decoded, nt.Annotations)
-		nt.Messages = pe.messages
-		nt.Status = store.RunCompleted
-		nt.Session = s.newSession(p.User.ID, &nt, name)
-		if nt.ID == "" {
-			nt.ID = store.NewID()
-		}
-		mergeTools(up.tools, pe.tools)
-		up.events += len(pe.messages)
-		up.traces = append(up.traces, nt)
-		if eof {
+	}()
+	bw := bufio.NewWriterSize(f, 256<<10)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	rd := trace.NewReader(src)
+	// A line is one trace: the push body limit bounds it as well.
+	rd.MaxLineBytes = int(min(s.maxJSON, s.maxUp, int64(trace.DefaultMaxLineBytes)*16))
+	for {
+		e, err := rd.Next()
+		if err == io.EOF {
 			break
 		}
+		if err != nil && (e == nil || !errors.Is(err, trace.ErrInvalidTrace)) {
+			return nil, uploadReadError(err)
+		}
+		// Problems inside a trace (err with an entry) are prepareTrace's
+		// to report, as on push: most are warnings.
+		st, err := uploadTrace(e, p, sp.traces)
+		if err != nil {
+			return nil, err
+		}
+		if err := enc.Encode(st); err != nil {
+			return nil, fmt.Errorf("spool upload: %w", err)
+		}
+		sp.traces++
+		sp.events += len(st.Trace.Messages)
 	}
-	return up, nil
+	if md := rd.Metadata(); md != nil {
+		if err := json.Unmarshal(trace.Marshal(md), &sp.datasetMeta); err != nil {
+			return nil, lineError(1, "metadata must be an object")
+		}
+		delete(sp.datasetMeta, "policies") // guardrail import comes with the guardrails API
+	}
+	if err := bw.Flush(); err != nil {
+		return nil, fmt.Errorf("spool upload: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("spool upload: %w", err)
+	}
+	return sp, nil
+}
+
+// uploadTrace converts one JSONL entry into the trace it stores; i is its
+// position among the file's traces. The session is set in pass 2, which
+// knows the dataset name.
+func uploadTrace(e *trace.Entry, p *principal, i int) (*spooledTrace, error) {
+	t := e.Trace
+	var nt store.NewTrace
+	autoName := false // nt.Name is the "Run <index>" default
+	if e.Form == trace.EntryAnnotated {
+		if md, ok := t.Envelope.Get("metadata"); ok && md != nil {
+			if _, isObj := md.(*trace.Object); !isObj {
+				return nil, lineError(e.Line, "metadata must be an object")
+			}
+		}
+		if e.HasIndex {
+			if e.Index < 0 {
+				return nil, lineError(e.Line, "Invalid index found: %d in the file. Index must be an integer.", e.Index)
+			}
+			idx := e.Index
+			nt.Index = &idx
+			nt.Name, autoName = "Run "+strconv.FormatInt(idx, 10), true
+		}
+		nt.ID = e.ID
+		if e.Name != "" {
+			nt.Name, autoName = e.Name, false
+		}
+	}
+	var warn warnings // the upload response is the dataset: warnings are dropped
+	pe, err := prepareTrace(trace.Marshal(t.Values()), ingestOptions{traceIdx: i}, &warn)
+	if err != nil {
+		var ae *Error
+		if errors.As(err, &ae) {
+			return nil, lineError(e.Line, "%s", ae.Detail)
+		}
+		return nil, err
+	}
+	// Names and paths: the top-level values win over the metadata's;
+	// an indexed trace without a name is "Run <index>".
+	topName := nt.Name
+	nt.Name = ""
+	if t.Metadata != nil {
+		if err := applyTraceMetadata(&nt, trace.Marshal(t.Metadata), i); err != nil {
+			return nil, lineError(e.Line, "metadata must be an object")
+		}
+	}
+	if topName != "" && (nt.Name == "" || !autoName) {
+		nt.Name = topName
+	}
+	if e.HierarchyPath != nil {
+		nt.HierarchyPath = e.HierarchyPath
+	}
+	for _, a := range e.Annotations {
+		raw := trace.Marshal(a.Raw)
+		an, err := newAnnotation(raw, p)
+		if err != nil {
+			return nil, lineError(e.Line, "Failed to parse annotation: %s", compactJSON(raw))
+		}
+		nt.Annotations = append(nt.Annotations, an)
+	}
+	resolveAnnotations(pe.decoded, nt.Annotations)
+	nt.Messages = pe.messages
+	nt.Status = store.RunCompleted
+	if nt.ID == "" {
+		nt.ID = store.NewID()
+	}
+	return &spooledTrace{Trace: nt, Tools: pe.tools}, nil
+}
+
+// uploadPush is the state of pass 2 of an upload.
+type uploadPush struct {
+	s       *Server
+	p       *principal
+	f       uploadFields
+	batches int
+	// datasetID and created are known after the first batch.
+	datasetID string
+	created   bool
+	// Set before the first batch when more follow, for rollbackUpload:
+	// the dataset metadata before the merge (nil: nothing to restore) and
+	// the ids of the traces pushed so far (nil when the upload created
+	// the dataset, which is then deleted whole).
+	oldMeta json.RawMessage
+	ids     *os.File
+	idw     *bufio.Writer
+}
+
+// pushUpload is pass 2 of an upload: it pushes the spooled traces in
+// batches and returns the dataset id. Outcomes: the 400s of
+// explorer-api §8.2 (non-empty dataset in create mode, colliding explicit
+// index), a store or seal error. On any error nothing of the upload stays
+// in the store (see rollbackUpload for what cannot be undone).
+func (s *Server) pushUpload(ctx context.Context, sp *uploadSpool, p *principal, f uploadFields) (_ string, err error) {
+	u := &uploadPush{s: s, p: p, f: f}
+	defer func() {
+		if u.ids != nil {
+			u.ids.Close()
+			os.Remove(u.ids.Name())
+		}
+	}()
+	defer func() {
+		if err != nil && u.batches > 0 {
+			u.rollback(ctx)
+		}
+	}()
+	dec := json.NewDecoder(bufio.NewReaderSize(sp.f, 256<<10))
+	var (
+		batch []store.NewTrace
+		tools = map[string]*store.ToolUse{}
+		size  int
+	)
+	for n := 0; ; n++ {
+		var st spooledTrace
+		err := dec.Decode(&st)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("read upload spool: %w", err)
+		}
+		if size >= uploadBatchBytes || len(batch) >= uploadBatchTraces {
+			if err := u.push(ctx, sp, batch, tools, false); err != nil {
+				return "", err
+			}
+			batch, tools, size = batch[:0], map[string]*store.ToolUse{}, 0
+			clear(batch[:cap(batch)]) // let the pushed traces be collected
+		}
+		st.Trace.Session = s.newSession(p.User.ID, &st.Trace, f.name)
+		mergeTools(tools, st.Tools)
+		for _, m := range st.Trace.Messages {
+			size += len(m.Data)
+		}
+		batch = append(batch, st.Trace)
+	}
+	if err := u.push(ctx, sp, batch, tools, true); err != nil {
+		return "", err
+	}
+	return u.datasetID, nil
+}
+
+// push writes one batch; last says no batch follows.
+func (u *uploadPush) push(ctx context.Context, sp *uploadSpool, batch []store.NewTrace, tools map[string]*store.ToolUse, last bool) error {
+	s, first := u.s, u.batches == 0
+	if first && !last {
+		if err := u.prepareRollback(ctx, sp); err != nil {
+			return err
+		}
+	}
+	pre, err := s.presign(batch, u.f.name)
+	if err != nil {
+		return err
+	}
+	req := store.PushRequest{
+		OwnerID:            u.p.User.ID,
+		DatasetName:        u.f.name,
+		CreateIfMissing:    true,
+		NewDatasetMetadata: createdOnMetadata(s.now()),
+		RequireEmpty:       first && u.f.mode != "append",
+		ReplaceTakenIDs:    true,
+		Traces:             batch,
+		Tools:              toolList(tools),
+		Seal:               s.sealFunc(u.f.name, pre),
+		Close:              s.closeFunc(),
+	}
+	if first {
+		req.MergeMetadata = sp.datasetMeta
+	}
+	res, err := s.st.PushTraces(ctx, req)
+	if errors.Is(err, store.ErrConflict) {
+		if req.RequireEmpty {
+			return badRequest("Dataset with the same name already exists with traces, to add new traces use the push API")
+		}
+		return badRequest("an explicit index in the file is already used in dataset %s: %v", u.f.name, err)
+	}
+	if err != nil {
+		return err
+	}
+	if first {
+		u.datasetID, u.created = res.Dataset.ID, res.DatasetCreated
+		if u.created && u.ids != nil {
+			u.ids.Close()
+			os.Remove(u.ids.Name())
+			u.ids, u.idw = nil, nil
+		}
+	}
+	u.batches++
+	if u.idw != nil {
+		for _, t := range res.Traces {
+			u.idw.WriteString(t.ID)
+			u.idw.WriteByte('\n')
+		}
+	}
+	return nil
+}
+
+// prepareRollback records what rollback needs before the first of several
+// batches: the dataset's metadata, when the upload merges into an existing
+// one, and a file for the ids of the pushed traces.
+func (u *uploadPush) prepareRollback(ctx context.Context, sp *uploadSpool) error {
+	if sp.datasetMeta != nil {
+		d, err := u.s.st.GetDatasetByName(ctx, u.p.User.ID, u.f.name)
+		switch {
+		case err == nil:
+			u.oldMeta = d.Metadata
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+	}
+	f, err := os.CreateTemp("", "vigil-upload-ids-*")
+	if err != nil {
+		return fmt.Errorf("upload: %w", err)
+	}
+	u.ids, u.idw = f, bufio.NewWriter(f)
+	return nil
+}
+
+// rollback undoes the batches pushed so far after a later one failed: it
+// deletes the dataset when the upload created it, else the pushed traces,
+// and restores the dataset metadata the upload merged into. What it cannot
+// undo: the dataset's index counter has moved on, the ledger keeps the
+// (closed) sessions and receipts of the deleted traces (store.DeleteTrace
+// keeps them), and readers may have seen the traces meanwhile. Errors are
+// logged: the caller is already failing.
+func (u *uploadPush) rollback(ctx context.Context) {
+	s := u.s
+	ctx = context.WithoutCancel(ctx)
+	fail := func(err error) {
+		s.log.Error("upload rollback incomplete", "dataset", u.datasetID, "err", err)
+	}
+	if u.created {
+		if err := s.st.DeleteDataset(ctx, u.datasetID, s.closeFunc()); err != nil && !errors.Is(err, store.ErrNotFound) {
+			fail(err)
+		}
+		return
+	}
+	if u.idw != nil {
+		if err := u.idw.Flush(); err != nil {
+			fail(err)
+			return
+		}
+		if _, err := u.ids.Seek(0, io.SeekStart); err != nil {
+			fail(err)
+			return
+		}
+		sc := bufio.NewScanner(u.ids)
+		for sc.Scan() {
+			if err := s.st.DeleteTrace(ctx, sc.Text(), s.closeFunc()); err != nil && !errors.Is(err, store.ErrNotFound) {
+				fail(err)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			fail(err)
+		}
+	}
+	if u.oldMeta != nil {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(u.oldMeta, &m); err != nil {
+			fail(err)
+			return
+		}
+		if _, err := s.st.PutDatasetMetadata(ctx, u.datasetID, m, true); err != nil {
+			fail(err)
+		}
+	}
 }
 
 // exportOptions say what an export line holds.

@@ -4,6 +4,11 @@ import "net/http"
 
 // routes is the whole route table (Go 1.22+ method patterns). Later issues
 // add guardrails, findings, search, OTLP, the gateway and the UI here.
+//
+// The write endpoints of explorer-api §1.6 (push, append, upload, annotate
+// and the creates) are wrapped in idempotent for Idempotency-Key replay.
+// POST /api/v1/keys/create is not: its response carries the new secret,
+// which the idempotency table would then keep in clear for 24 h.
 func (s *Server) routes(mux *http.ServeMux) {
 	// Health, version, metrics (explorer-api §14).
 	s.handle(mux, "GET /healthz", accessNone, s.handleHealthz)
@@ -14,12 +19,12 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/metrics", accessNone, s.handleMetrics)
 
 	// Push and append (§3).
-	s.handle(mux, "POST /api/v1/push/trace", accessIngest, s.handlePush)
-	s.handle(mux, "POST /api/v1/trace/{id}/messages", accessIngest, s.handleAppend)
+	s.handle(mux, "POST /api/v1/push/trace", accessIngest, s.idempotent(s.maxJSON, s.handlePush))
+	s.handle(mux, "POST /api/v1/trace/{id}/messages", accessIngest, s.idempotent(s.maxJSON, s.handleAppend))
 
 	// Datasets (§4).
-	s.handle(mux, "POST /api/v1/dataset/create", accessFull, s.handleDatasetCreate)
-	s.handle(mux, "POST /api/v1/dataset/upload", accessFull, s.handleUpload)
+	s.handle(mux, "POST /api/v1/dataset/create", accessFull, s.idempotent(s.maxJSON, s.handleDatasetCreate))
+	s.handle(mux, "POST /api/v1/dataset/upload", accessFull, s.idempotent(s.maxUp, s.handleUpload))
 	s.handle(mux, "GET /api/v1/dataset/list", accessAnon, s.handleDatasetList)
 	s.handle(mux, "GET /api/v1/dataset/list/byuser/{username}", accessPublic, s.handleDatasetListByUser)
 	s.handle(mux, "GET /api/v1/dataset/byid/{id}", accessAnon, s.handleDatasetGet)
@@ -45,11 +50,11 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/trace/{id}/shared", accessAnon, s.handleSharedGet)
 	s.handle(mux, "PUT /api/v1/trace/{id}/shared", accessFull, s.handleSharedSet)
 	s.handle(mux, "DELETE /api/v1/trace/{id}/shared", accessFull, s.handleSharedSet)
-	s.handle(mux, "POST /api/v1/trace/snippets/new", accessFull, s.handleSnippetNew)
+	s.handle(mux, "POST /api/v1/trace/snippets/new", accessFull, s.idempotent(s.maxJSON, s.handleSnippetNew))
 	s.handle(mux, "GET /api/v1/trace/snippets", accessRead, s.handleSnippetList)
 
 	// Annotations (§6).
-	s.handle(mux, "POST /api/v1/trace/{id}/annotate", accessFull, s.handleAnnotate)
+	s.handle(mux, "POST /api/v1/trace/{id}/annotate", accessFull, s.idempotent(s.maxJSON, s.handleAnnotate))
 	s.handle(mux, "GET /api/v1/trace/{id}/annotations", accessAnon, s.handleAnnotationList)
 	s.handle(mux, "PUT /api/v1/trace/{id}/annotation/{aid}", accessFull, s.handleAnnotationUpdate)
 	s.handle(mux, "DELETE /api/v1/trace/{id}/annotation/{aid}", accessFull, s.handleAnnotationDelete)
@@ -62,7 +67,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/keys/list", accessFull, s.handleKeyList)
 	s.handle(mux, "DELETE /api/v1/keys/{id}", accessFull, s.handleKeyRevoke)
 	s.handle(mux, "GET /api/v1/users", accessAdmin, s.handleUserList)
-	s.handle(mux, "POST /api/v1/users", accessAdmin, s.handleUserCreate)
+	s.handle(mux, "POST /api/v1/users", accessAdmin, s.idempotent(s.maxJSON, s.handleUserCreate))
 	s.handle(mux, "PATCH /api/v1/users/{id}", accessAdmin, s.handleUserUpdate)
 	s.handle(mux, "DELETE /api/v1/users/{id}", accessAdmin, s.handleUserDelete)
 
@@ -82,11 +87,11 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "DELETE /api/v1/ledger/agents/{agent...}", accessAdmin, s.handleAgentDelete)
 
 	// @invariance/sdk-compatible ledger endpoints (ledger.md §10).
-	s.handle(mux, "POST /v1/sessions", accessIngest, s.handleSDKSessionCreate)
+	s.handle(mux, "POST /v1/sessions", accessIngest, s.idempotent(s.maxJSON, s.handleSDKSessionCreate))
 	s.handle(mux, "GET /v1/sessions/{id}", accessRead, s.handleSDKSessionGet)
 	s.handle(mux, "PATCH /v1/sessions/{id}", accessIngest, s.handleSDKSessionPatch)
 	s.handle(mux, "GET /v1/sessions/{id}/verify", accessRead, s.handleSDKSessionVerify)
-	s.handle(mux, "POST /v1/receipts", accessIngest, s.handleSDKReceipts)
+	s.handle(mux, "POST /v1/receipts", accessIngest, s.idempotent(s.maxJSON, s.handleSDKReceipts))
 
 	// Unknown API paths get a JSON 404 (the UI will own the rest).
 	s.handle(mux, "/api/", accessNone, s.handleAPINotFound)
