@@ -208,6 +208,12 @@ func (r *Receipt) HashInput() ([]byte, error) {
 }
 
 func (r *Receipt) appendHashInput(b []byte) ([]byte, error) {
+	return r.appendHashInputWith(b, nil)
+}
+
+// appendHashInputWith is appendHashInput with the canonical input given
+// (nil: computed here).
+func (r *Receipt) appendHashInputWith(b, input []byte) ([]byte, error) {
 	var err error
 	// Members in their sorted order, written directly.
 	b = append(b, `{"action":`...)
@@ -228,7 +234,9 @@ func (r *Receipt) appendHashInput(b []byte) ([]byte, error) {
 	}
 	if !r.InputAbsent {
 		b = append(b, `,"input":`...)
-		if b, err = appendValue(b, r.Input, 1); err != nil {
+		if input != nil {
+			b = append(b, input...)
+		} else if b, err = appendValue(b, r.Input, 1); err != nil {
 			return nil, fmt.Errorf("input: %w", err)
 		}
 	}
@@ -253,7 +261,13 @@ func (r *Receipt) appendHashInput(b []byte) ([]byte, error) {
 // HashInput. It does not look at r.Hash.
 func (r *Receipt) ComputeHash() (string, error) {
 	var buf [512]byte
-	b, err := r.appendHashInput(buf[:0])
+	return r.computeHash(buf[:0], nil)
+}
+
+// computeHash is ComputeHash with a scratch buffer and, when not nil, the
+// canonical input.
+func (r *Receipt) computeHash(scratch, input []byte) (string, error) {
+	b, err := r.appendHashInputWith(scratch, input)
 	if err != nil {
 		return "", fmt.Errorf("hash receipt %s: %w", r.ID, err)
 	}
@@ -270,6 +284,12 @@ func (r *Receipt) MarshalJSON() ([]byte, error) {
 
 // AppendJSON appends the JSON MarshalJSON returns to b.
 func (r *Receipt) AppendJSON(b []byte) ([]byte, error) {
+	return r.appendJSONWith(b, nil)
+}
+
+// appendJSONWith is AppendJSON with the canonical input given (nil:
+// computed here).
+func (r *Receipt) appendJSONWith(b, input []byte) ([]byte, error) {
 	var err error
 	str := func(name, s string) {
 		if err != nil {
@@ -297,7 +317,12 @@ func (r *Receipt) AppendJSON(b []byte) ([]byte, error) {
 	str("agent", r.Agent)
 	str("action", r.Action)
 	if !r.InputAbsent {
-		val("input", r.Input)
+		if input != nil {
+			b = append(b, `,"input":`...)
+			b = append(b, input...)
+		} else {
+			val("input", r.Input)
+		}
 	}
 	if r.Output != nil {
 		val("output", r.Output)
@@ -387,7 +412,16 @@ func Append(tail Tail, a Action, key ed25519.PrivateKey) (*Receipt, error) {
 	} else {
 		r.Timestamp = math.Max(float64(Now()), tail.Timestamp)
 	}
-	h, err := r.ComputeHash()
+	// The input is canonicalized once, for the hash and the emitted JSON.
+	var input []byte
+	buf := make([]byte, 0, 2048)
+	if !r.InputAbsent {
+		if in, err := appendValue(buf, r.Input, 1); err == nil {
+			input = in
+			buf = in[len(in):]
+		}
+	}
+	h, err := r.computeHash(buf, input)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +429,7 @@ func Append(tail Tail, a Action, key ed25519.PrivateKey) (*Receipt, error) {
 	if key != nil {
 		r.Signature = SignHash(key, h)
 	}
-	if r.Raw, err = r.MarshalJSON(); err != nil {
+	if r.Raw, err = r.appendJSONWith(make([]byte, 0, len(input)+512), input); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -111,7 +111,7 @@ func parsePush(body []byte) (*pushRequest, error) {
 		return nil, badRequest("request body must be a JSON object")
 	}
 	req := &pushRequest{}
-	if isBlank(top["messages"]) || json.Unmarshal(top["messages"], &req.messages) != nil {
+	if isBlank(top["messages"]) || !splitArray(top["messages"], &req.messages) {
 		return nil, badRequest("messages must be a list of traces")
 	}
 	if len(req.messages) == 0 {
@@ -157,6 +157,68 @@ func parsePush(body []byte) (*pushRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// splitArray sets *out to the elements of raw, a JSON array, as
+// sub-slices; it reports false when raw is not an array. raw must be valid
+// JSON (a member of a body json.Unmarshal accepted): this is one pass
+// where json.Unmarshal into []json.RawMessage makes two and copies.
+func splitArray(raw []byte, out *[]json.RawMessage) bool {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return false
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == ']' {
+		*out = []json.RawMessage{}
+		return true
+	}
+	var elems []json.RawMessage
+	for i < len(raw) {
+		start, depth := i, 0
+	scan:
+		for ; i < len(raw); i++ {
+			switch raw[i] {
+			case '"':
+				for i++; i < len(raw) && raw[i] != '"'; i++ {
+					if raw[i] == '\\' {
+						i++
+					}
+				}
+			case '[', '{':
+				depth++
+			case ']', '}':
+				if depth == 0 {
+					break scan
+				}
+				depth--
+			case ',':
+				if depth == 0 {
+					break scan
+				}
+			}
+		}
+		end := i
+		for end > start && isSpace(raw[end-1]) {
+			end--
+		}
+		elems = append(elems, json.RawMessage(raw[start:end:end]))
+		if i >= len(raw) || raw[i] == ']' {
+			break
+		}
+		i = skipSpace(raw, i+1) // after ','
+	}
+	*out = elems
+	return true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
 }
 
 func isJSONArray(b []byte) bool {
