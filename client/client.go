@@ -12,7 +12,8 @@
 //
 // Non-goals: caching, client-side validation of traces (the server owns
 // normalisation), and retrying non-idempotent POSTs (push, append,
-// create): a lost response must not duplicate traces.
+// create): a lost response must not duplicate traces. Such a POST is
+// retried only when made with WithIdempotencyKey.
 package client
 
 import (
@@ -157,6 +158,21 @@ type request struct {
 	headers http.Header
 }
 
+// idempotencyKeyCtx is the context key of WithIdempotencyKey.
+type idempotencyKeyCtx struct{}
+
+// WithIdempotencyKey returns a context whose requests carry the
+// Idempotency-Key header (explorer-api §1.6; at most 128 characters). The
+// server then runs a repeated request once and replays its response, so a
+// POST made with it (Push, Append, CreateDataset, ...) is retried like a
+// GET after a network error or a 429/502/503/504. Use one key per logical
+// operation: the same key with a different body gets 409
+// idempotency_mismatch. Streaming uploads send the key but are never
+// retried (their body cannot be replayed).
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idempotencyKeyCtx{}, key)
+}
+
 func (c *Client) idempotent(r *request) bool {
 	if r.stream != nil {
 		return false
@@ -174,6 +190,14 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 	u := c.base + r.path
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
+	}
+	if k, _ := ctx.Value(idempotencyKeyCtx{}).(string); k != "" && r.headers.Get("Idempotency-Key") == "" {
+		h := r.headers.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set("Idempotency-Key", k)
+		r.headers = h
 	}
 	retries := 0
 	if c.idempotent(r) {

@@ -60,6 +60,12 @@ func TestRetriesIdempotentOnly(t *testing.T) {
 	if err == nil || calls.Load() != 1 {
 		t.Fatalf("POST retried: %v after %d calls", err, calls.Load())
 	}
+	// ... unless it carries an Idempotency-Key: then the server replays it.
+	calls.Store(0)
+	_, err = c.Push(WithIdempotencyKey(context.Background(), "k1"), PushRequest{Messages: [][]any{{}}})
+	if err != nil || calls.Load() != 3 {
+		t.Fatalf("keyed POST: %v after %d calls, want success after 3", err, calls.Load())
+	}
 	// Retries stop when the context ends.
 	calls.Store(-100)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)

@@ -230,6 +230,19 @@ func TestIdempotencyEdges(t *testing.T) {
 		t.Fatalf("push after a failed one with the same key: %d %s", r.StatusCode, b)
 	}
 
+	// The Go client sends the key of its context.
+	n := count()
+	kctx := client.WithIdempotencyKey(ctx, "client-key")
+	preq := client.PushRequest{Dataset: "e", Messages: [][]any{{map[string]any{"role": "user", "content": "via client"}}}}
+	r1, err := ts.c.Push(kctx, preq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := ts.c.Push(kctx, preq)
+	if err != nil || r2.ID[0] != r1.ID[0] || count() != n+1 {
+		t.Fatalf("client push replay: %v %v %v (%d traces, want %d)", err, r1.ID, r2, count(), n+1)
+	}
+
 	// At most 128 characters.
 	if r, b := ts.sendKeyed(t, push("x"), strings.Repeat("k", 129), adminKey); r.StatusCode != 400 || !strings.Contains(string(b), "Idempotency-Key is longer than 128") {
 		t.Fatalf("long key: %d %s", r.StatusCode, b)
@@ -243,7 +256,7 @@ func TestIdempotencyEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := count()
+	n = count()
 	ts.sendKeyed(t, push("shared"), "shared", adminKey)
 	if r, b := ts.sendKeyed(t, push("shared, other key"), "shared", out.Key); r.StatusCode != 200 || count() != n+2 {
 		t.Fatalf("same key, other principal: %d %s (%d traces, want %d)", r.StatusCode, b, count(), n+2)

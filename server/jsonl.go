@@ -37,8 +37,8 @@ import (
 // Upload batch limits: a batch is pushed once it holds uploadBatchBytes of
 // event JSON or uploadBatchTraces traces. The heap an upload needs is a
 // small multiple of this (events, receipts, the store's copy), not of the
-// file size.
-const (
+// file size. Variables so tests can make small files span batches.
+var (
 	uploadBatchBytes  = 4 << 20
 	uploadBatchTraces = 1000
 )
@@ -240,8 +240,9 @@ func (s *Server) spoolUpload(src io.Reader, p *principal) (_ *uploadSpool, err e
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	rd := trace.NewReader(src)
-	// A line is one trace: the push body limit bounds it as well.
-	rd.MaxLineBytes = int(min(s.maxJSON, s.maxUp, int64(trace.DefaultMaxLineBytes)*16))
+	// A line is one trace: the push body limit (64 MiB by default) bounds
+	// it as it bounds a push, and with it the memory a line needs.
+	rd.MaxLineBytes = int(min(s.maxJSON, s.maxUp))
 	for {
 		e, err := rd.Next()
 		if err == io.EOF {
@@ -264,7 +265,7 @@ func (s *Server) spoolUpload(src io.Reader, p *principal) (_ *uploadSpool, err e
 	}
 	if md := rd.Metadata(); md != nil {
 		if err := json.Unmarshal(trace.Marshal(md), &sp.datasetMeta); err != nil {
-			return nil, lineError(1, "metadata must be an object")
+			return nil, fmt.Errorf("upload dataset metadata: %w", err)
 		}
 		delete(sp.datasetMeta, "policies") // guardrail import comes with the guardrails API
 	}

@@ -1,16 +1,20 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/store"
@@ -222,5 +226,253 @@ func TestExportBoundedMemory(t *testing.T) {
 	// driver and HTTP buffers: about 4 MB measured.
 	if growth > int64(total)/2 {
 		t.Errorf("heap grew by %d MB while exporting %d MB: export is not streaming", growth>>20, total>>20)
+	}
+}
+
+// writeUploadFile writes a generated JSONL file of n annotated traces, two
+// events of about len(content) bytes each, to w. Line bad (1-based, 0 for
+// none) is replaced by a line with invalid JSON.
+func writeUploadFile(w io.Writer, n int, content string, bad int) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	ev, _ := json.Marshal(content)
+	for i := 1; i <= n; i++ {
+		var err error
+		if i == bad {
+			_, err = fmt.Fprintf(bw, "{\"messages\": [{\"role\": \"user\", \"content\": %s}\n", ev)
+		} else {
+			_, err = fmt.Fprintf(bw, "{\"name\": \"t%d\", \"messages\": [{\"role\": \"user\", \"content\": %s}, {\"role\": \"assistant\", \"content\": %s}], \"annotations\": [{\"content\": \"a\", \"address\": \"messages.0.content:0-5\"}]}\n", i, ev, ev)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// heapSampler records the peak live heap until stopped.
+func heapSampler() (stop func() uint64) {
+	done := make(chan struct{})
+	peakc := make(chan uint64)
+	go func() {
+		var peak uint64
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			// Live heap: what the upload holds, not garbage awaiting GC.
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc)
+			select {
+			case <-done:
+				peakc <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		return <-peakc
+	}
+}
+
+// TestUploadBoundedMemory uploads a generated ~50 MB file, streamed from a
+// pipe, and checks that the heap does not grow with it (explorer-api §8.2
+// with the 1 GiB default upload limit).
+func TestUploadBoundedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	ts := newTestServer(t, openSQLite(t))
+	ctx := context.Background()
+	traces := 2500
+	if raceEnabled {
+		traces = 500 // ~10 MB: the race detector makes parsing slow
+	}
+	content := strings.Repeat("lorem ipsum dolor sit amet ", 400) // ~10 KB per event
+	total := traces * 2 * len(content)
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeUploadFile(pw, traces, content, 0)) }()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	stop := heapSampler()
+	d, err := ts.c.Upload(ctx, "big", pr, client.UploadOptions{})
+	peak := stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	growth := int64(peak) - int64(before.HeapAlloc)
+	t.Logf("uploaded %d MB in %d traces; live heap before %d KB, peak %d KB (+%d KB)", total>>20, traces, before.HeapAlloc>>10, peak>>10, growth>>10)
+	if d.NumTraces == nil || *d.NumTraces != traces {
+		t.Fatalf("uploaded dataset %+v", d)
+	}
+	rows, err := ts.c.ListTraces(ctx, d.ID, 1, traces-1)
+	if err != nil || len(rows) != 1 || rows[0].Name == nil || *rows[0].Name != fmt.Sprint("t", traces) {
+		t.Fatalf("last trace: %v %+v", err, rows)
+	}
+	// Batches of uploadBatchBytes (4 MB) of events: about 20 MB of live
+	// heap measured at peak (events, receipts, the store's copies), whatever
+	// the file size. Holding the file would be several times its size.
+	if limit := int64(48 << 20); !raceEnabled && growth > limit {
+		t.Errorf("heap grew by %d MB while uploading %d MB: upload is not bounded", growth>>20, total>>20)
+	}
+}
+
+// TestUploadInvalidLateLine puts an invalid line at the end of a file of
+// several batches: nothing is stored and the error names the line, for raw
+// and multipart bodies (fields before or after the file).
+func TestUploadInvalidLateLine(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	ctx := context.Background()
+	admin, _ := ts.st.GetUserByName(ctx, "admin")
+	smallBatches(t)
+	const traces = 200 // ~800 KB: several batches
+	content := strings.Repeat("lorem ipsum dolor sit amet ", 40)
+	var file bytes.Buffer
+	writeUploadFile(&file, traces, content, traces)
+	multi := func(fileFirst bool) func(name string) (*http.Request, error) {
+		return func(name string) (*http.Request, error) {
+			var buf bytes.Buffer
+			mw := multipart.NewWriter(&buf)
+			if !fileFirst {
+				mw.WriteField("name", name)
+			}
+			fw, _ := mw.CreateFormFile("file", "data.jsonl")
+			fw.Write(file.Bytes())
+			if fileFirst {
+				mw.WriteField("name", name)
+			}
+			mw.Close()
+			req, err := http.NewRequest("POST", ts.URL+"/api/v1/dataset/upload", &buf)
+			req.Header.Set("Content-Type", mw.FormDataContentType())
+			return req, err
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		req  func(name string) (*http.Request, error)
+	}{
+		{"raw", func(name string) (*http.Request, error) {
+			return http.NewRequest("POST", ts.URL+"/api/v1/dataset/upload?name="+name, bytes.NewReader(file.Bytes()))
+		}},
+		{"multipart", multi(false)},
+		{"multipart file first", multi(true)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "late_" + strings.ReplaceAll(tc.name, " ", "_")
+			req, err := tc.req(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+adminKey)
+			resp, err := ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := fmt.Sprintf(`"detail":"line %d: invalid JSON: `, traces)
+			if resp.StatusCode != 400 || !strings.Contains(string(b), want) || !strings.Contains(string(b), fmt.Sprintf(`"line":%d`, traces)) {
+				t.Fatalf("%d %.300s, want 400 with %s", resp.StatusCode, b, want)
+			}
+			if _, err := ts.st.GetDatasetByName(ctx, admin.ID, name); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("dataset after a failed upload: %v", err)
+			}
+		})
+	}
+}
+
+// smallBatches makes uploads of more than 100 KB span several batches for
+// the duration of the test.
+func smallBatches(t *testing.T) {
+	old := uploadBatchBytes
+	uploadBatchBytes = 100 << 10
+	t.Cleanup(func() { uploadBatchBytes = old })
+}
+
+// failingPushStore fails the failAt-th PushTraces call (1-based) after
+// failAt is set.
+type failingPushStore struct {
+	store.Store
+	mu     sync.Mutex
+	calls  int
+	failAt int
+}
+
+func (s *failingPushStore) PushTraces(ctx context.Context, req store.PushRequest) (*store.PushResult, error) {
+	s.mu.Lock()
+	s.calls++
+	fail := s.failAt > 0 && s.calls == s.failAt
+	s.mu.Unlock()
+	if fail {
+		return nil, errors.New("injected push failure")
+	}
+	return s.Store.PushTraces(ctx, req)
+}
+
+func (s *failingPushStore) failNth(n int) {
+	s.mu.Lock()
+	s.calls, s.failAt = 0, n
+	s.mu.Unlock()
+}
+
+// TestUploadRollback fails a later batch of a multi-batch upload: the
+// batches already written are undone, so the upload stays all-or-nothing
+// (explorer-api §8.2) although the store writes it in several transactions.
+func TestUploadRollback(t *testing.T) {
+	fs := &failingPushStore{Store: openSQLite(t)}
+	ts := newTestServer(t, fs)
+	ctx := context.Background()
+	admin, _ := ts.st.GetUserByName(ctx, "admin")
+	smallBatches(t)
+	content := strings.Repeat("lorem ipsum dolor sit amet ", 40)
+	const traces = 150 // ~300 KB: three batches
+	var file bytes.Buffer
+	file.WriteString(`{"metadata": {"merged": "yes"}}` + "\n")
+	writeUploadFile(&file, traces, content, 0)
+
+	// A new dataset: deleted whole.
+	fs.failNth(3)
+	if _, err := ts.c.Upload(ctx, "fresh", bytes.NewReader(file.Bytes()), client.UploadOptions{}); err == nil {
+		t.Fatal("upload with a failing batch succeeded")
+	}
+	if _, err := ts.st.GetDatasetByName(ctx, admin.ID, "fresh"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("dataset after a failed upload: %v", err)
+	}
+
+	// An existing dataset (append mode): its traces and metadata are back
+	// as they were.
+	fs.failNth(0)
+	if _, err := ts.c.Upload(ctx, "kept", strings.NewReader(`{"metadata": {"merged": "no", "own": 1}}`+"\n"+`[{"role": "user", "content": "mine"}]`+"\n"), client.UploadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := ts.st.GetDatasetByName(ctx, admin.ID, "kept")
+	fs.failNth(2)
+	if _, err := ts.c.Upload(ctx, "kept", bytes.NewReader(file.Bytes()), client.UploadOptions{Append: true}); err == nil {
+		t.Fatal("upload with a failing batch succeeded")
+	}
+	after, _ := ts.st.GetDatasetByName(ctx, admin.ID, "kept")
+	if after.NumTraces != 1 || string(after.Metadata) != string(before.Metadata) {
+		t.Fatalf("after rollback: %d traces, metadata %s; want 1, %s", after.NumTraces, after.Metadata, before.Metadata)
+	}
+
+	// A real conflict in a late batch: an explicit index already used.
+	fs.failNth(0)
+	var indexed bytes.Buffer
+	for i := 1; i <= traces; i++ {
+		idx := i
+		if i == traces {
+			idx = 0 // "kept" has index 0
+		}
+		fmt.Fprintf(&indexed, "{\"index\": %d, \"messages\": [{\"role\": \"user\", \"content\": %q}]}\n", idx, content+content)
+	}
+	_, err := ts.c.Upload(ctx, "kept", bytes.NewReader(indexed.Bytes()), client.UploadOptions{Append: true})
+	if err == nil || !strings.Contains(err.Error(), "an explicit index in the file is already used") {
+		t.Fatalf("colliding index in a late batch: %v", err)
+	}
+	if after, _ := ts.st.GetDatasetByName(ctx, admin.ID, "kept"); after.NumTraces != 1 {
+		t.Fatalf("after a late conflict: %d traces, want 1", after.NumTraces)
 	}
 }
