@@ -369,6 +369,9 @@ type uploadPush struct {
 // index), a store or seal error. On any error nothing of the upload stays
 // in the store (see rollbackUpload for what cannot be undone).
 func (s *Server) pushUpload(ctx context.Context, sp *uploadSpool, p *principal, f uploadFields) (_ string, err error) {
+	if sp.traces == 0 {
+		return s.emptyUpload(ctx, sp, p, f)
+	}
 	u := &uploadPush{s: s, p: p, f: f}
 	defer func() {
 		if u.ids != nil {
@@ -414,6 +417,32 @@ func (s *Server) pushUpload(ctx context.Context, sp *uploadSpool, p *principal, 
 		return "", err
 	}
 	return u.datasetID, nil
+}
+
+// emptyUpload handles a file without traces (PushTraces needs at least
+// one): it creates the dataset unless it exists (an existing one must be
+// empty in create mode) and merges the dataset line's metadata.
+func (s *Server) emptyUpload(ctx context.Context, sp *uploadSpool, p *principal, f uploadFields) (string, error) {
+	d, err := s.st.GetDatasetByName(ctx, p.User.ID, f.name)
+	if errors.Is(err, store.ErrNotFound) {
+		d = &store.Dataset{OwnerID: p.User.ID, Name: f.name, Metadata: createdOnMetadata(s.now())}
+		err = s.st.CreateDataset(ctx, d)
+		if errors.Is(err, store.ErrConflict) { // created meanwhile
+			d, err = s.st.GetDatasetByName(ctx, p.User.ID, f.name)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	if d.NumTraces > 0 && f.mode != "append" {
+		return "", badRequest("Dataset with the same name already exists with traces, to add new traces use the push API")
+	}
+	if sp.datasetMeta != nil {
+		if _, err := s.st.PutDatasetMetadata(ctx, d.ID, sp.datasetMeta, false); err != nil {
+			return "", err
+		}
+	}
+	return d.ID, nil
 }
 
 // push writes one batch; last says no batch follows.

@@ -155,6 +155,16 @@ func TestUploadMultipartAndErrors(t *testing.T) {
 	if st, b := send(map[string]string{}, uploadFile); st != 400 || !strings.Contains(b, "name must be provided") {
 		t.Errorf("no name: %d %s", st, b)
 	}
+	// A file without traces creates the dataset (or fills an empty one).
+	if st, b := send(map[string]string{"name": "empty"}, ""); st != 200 || !strings.Contains(b, `"num_traces":0`) {
+		t.Errorf("empty file: %d %s", st, b)
+	}
+	if st, b := send(map[string]string{"name": "empty"}, "{\"metadata\": {\"k\": \"v\"}}\n"); st != 200 || !strings.Contains(b, `"k":"v"`) {
+		t.Errorf("metadata-only file into an empty dataset: %d %s", st, b)
+	}
+	if st, b := send(map[string]string{"name": "mp"}, "{\"metadata\": {}}\n"); st != 400 || !strings.Contains(b, "already exists with traces") {
+		t.Errorf("metadata-only file into a non-empty dataset: %d %s", st, b)
+	}
 }
 
 // TestExportBoundedMemory exports a generated dataset (scaled down from
@@ -422,7 +432,13 @@ func (s *failingPushStore) failNth(n int) {
 // batches already written are undone, so the upload stays all-or-nothing
 // (explorer-api §8.2) although the store writes it in several transactions.
 func TestUploadRollback(t *testing.T) {
-	fs := &failingPushStore{Store: openSQLite(t)}
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) { testUploadRollback(t, b.open(t)) })
+	}
+}
+
+func testUploadRollback(t *testing.T, st store.Store) {
+	fs := &failingPushStore{Store: st}
 	ts := newTestServer(t, fs)
 	ctx := context.Background()
 	admin, _ := ts.st.GetUserByName(ctx, "admin")
