@@ -8,20 +8,20 @@
 // body size-limited; Bearer API-key auth with scopes; a request never
 // crashes the server (a panic becomes a 500 JSON response); every stored
 // event sealed into its trace's signed hash chain in the same transaction
-// as the event (proof on ingest); export streams with bounded memory.
+// as the event (proof on ingest); upload and export stream with bounded
+// memory; Idempotency-Key replay on the create endpoints (explorer-api §1.6).
 //
 // Non-goals (for now): dataset guardrails, findings, search, OTLP,
 // browser sessions, the web UI and the gateway routes, which later issues
-// add to the route table in routes.go; Idempotency-Key replay
-// (explorer-api §1.6), which needs a store table.
+// add to the route table in routes.go.
 //
 // Layout: routes.go holds the whole route table; one file per resource
 // (push.go, datasets.go, traces.go, snippets.go, annotations.go, jsonl.go
 // for upload and export, keys.go, users.go, audit.go and nodes.go for the ledger,
 // agents.go, sdk.go for the @invariance/sdk endpoints, health.go);
 // ingest.go is the normalise-and-seal pipeline every write path shares;
-// access.go, auth.go, errors.go, middleware.go and metrics.go are the
-// plumbing.
+// access.go, auth.go, errors.go, idempotency.go, middleware.go and
+// metrics.go are the plumbing.
 package server
 
 import (
