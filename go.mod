@@ -3,7 +3,6 @@ module github.com/vigilhq/vigil
 go 1.26.0
 
 require (
-	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/dlclark/regexp2 v1.12.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"filippo.io/edwards25519"
+	"github.com/oasisprotocol/curve25519-voi/curve"
+	"github.com/oasisprotocol/curve25519-voi/curve/scalar"
 )
 
 // order8Point is the encoding of a point of order 8 (a torsion point).
@@ -23,37 +24,65 @@ func torsionSignature(t testing.TB, seed string, msg []byte) string {
 	t.Helper()
 	seedBytes, _ := hex.DecodeString(seed)
 	h := sha512.Sum512(seedBytes)
-	a, err := edwards25519.NewScalar().SetBytesWithClamping(h[:32])
+	h[0] &= 248
+	h[31] &= 127
+	h[31] |= 64
+	a, err := scalar.NewFromBits(h[:32])
 	if err != nil {
 		t.Fatal(err)
 	}
-	A := new(edwards25519.Point).ScalarBaseMult(a)
+	A := curve.NewEdwardsPoint().MulBasepoint(curve.ED25519_BASEPOINT_TABLE, a)
 	var rb [64]byte
 	copy(rb[:], "a fixed nonce for a test signature, 64 bytes long, no more.....")
-	r, _ := edwards25519.NewScalar().SetUniformBytes(rb[:])
-	tb, _ := hex.DecodeString(order8Point)
-	T, err := new(edwards25519.Point).SetBytes(tb)
+	r, _ := scalar.NewFromBytesModOrderWide(rb[:])
+	T := mustPoint(t, order8Point)
+	R := curve.NewEdwardsPoint().MulBasepoint(curve.ED25519_BASEPOINT_TABLE, r)
+	R.Add(R, T)
+	rBytes, aBytes := pointBytes(R), pointBytes(A)
+	kh := sha512.New()
+	kh.Write(rBytes)
+	kh.Write(aBytes)
+	kh.Write(msg)
+	k, _ := scalar.NewFromBytesModOrderWide(kh.Sum(nil))
+	sc := scalar.New().Mul(k, a)
+	sc.Add(sc, r)
+	return hex.EncodeToString(append(rBytes, scalarBytes(sc)...))
+}
+
+func mustPoint(t testing.TB, h string) *curve.EdwardsPoint {
+	t.Helper()
+	b, _ := hex.DecodeString(h)
+	c, err := curve.NewCompressedEdwardsYFromBytes(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	R := new(edwards25519.Point).ScalarBaseMult(r)
-	R.Add(R, T)
-	kh := sha512.New()
-	kh.Write(R.Bytes())
-	kh.Write(A.Bytes())
-	kh.Write(msg)
-	k, _ := edwards25519.NewScalar().SetUniformBytes(kh.Sum(nil))
-	s := edwards25519.NewScalar().MultiplyAdd(k, a, r)
-	return hex.EncodeToString(append(R.Bytes(), s.Bytes()...))
+	p, err := curve.NewEdwardsPoint().SetCompressedY(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func pointBytes(p *curve.EdwardsPoint) []byte {
+	var c curve.CompressedEdwardsY
+	c.SetEdwardsPoint(p)
+	return c[:]
+}
+
+func scalarBytes(s *scalar.Scalar) []byte {
+	b := make([]byte, 32)
+	if err := s.ToBytes(b); err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func TestSignatureEdgeCases(t *testing.T) {
 	key := mustKey(t, specSeed)
 	pub := PublicOf(key)
 	msg := specHashes[0].hash
-	tb, _ := hex.DecodeString(order8Point)
-	T, _ := new(edwards25519.Point).SetBytes(tb)
-	if T.Equal(edwards25519.NewIdentityPoint()) == 1 || new(edwards25519.Point).MultByCofactor(T).Equal(edwards25519.NewIdentityPoint()) != 1 {
+	T := mustPoint(t, order8Point)
+	if T.IsIdentity() || !curve.NewEdwardsPoint().MulByCofactor(T).IsIdentity() {
 		t.Fatal("order8Point is not a torsion point")
 	}
 	torsion := torsionSignature(t, specSeed, []byte(msg))
@@ -98,9 +127,9 @@ func TestSignatureEdgeCases(t *testing.T) {
 func TestSmallOrderKeysVerifyNothing(t *testing.T) {
 	var sb [64]byte
 	copy(sb[:], "any scalar will do for this forgery; the key has small order!!!")
-	s, _ := edwards25519.NewScalar().SetUniformBytes(sb[:])
-	R := new(edwards25519.Point).ScalarBaseMult(s)
-	forged := hex.EncodeToString(append(R.Bytes(), s.Bytes()...))
+	s, _ := scalar.NewFromBytesModOrderWide(sb[:])
+	R := curve.NewEdwardsPoint().MulBasepoint(curve.ED25519_BASEPOINT_TABLE, s)
+	forged := hex.EncodeToString(append(pointBytes(R), scalarBytes(s)...))
 	for _, k := range []string{strings.Repeat("00", 32), "01" + strings.Repeat("00", 31), order8Point} {
 		pub, err := ParsePublicKey(k)
 		if err != nil {
