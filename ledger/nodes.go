@@ -10,6 +10,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -78,7 +79,24 @@ func (b *NodeBuilder) BindIDs(index int, event []byte, nodeIDs []string, tail Ta
 	}
 	ts := max(Now(), int64(tail.Timestamp))
 	receiptID := NewID()
-	nodes := b.nodes(index, v, ts, receiptID, nodeIDs)
+	nodes := b.nodes(index, v, ts, receiptID, nodeIDs, true)
+	return &EventBinding{Nodes: nodes, Action: b.action(index, v, nodes, receiptID, ts)}, nil
+}
+
+// ReceiptAction is BindIDs for ingest, which needs only the receipt: the
+// same Action, made without the nodes' inputs and addresses.
+func (b *NodeBuilder) ReceiptAction(index int, event []byte, nodeIDs []string, tail Tail) (Action, error) {
+	v, err := Parse(event)
+	if err != nil {
+		return Action{}, fmt.Errorf("run %s event %d: %w", b.RunID, index, err)
+	}
+	ts := max(Now(), int64(tail.Timestamp))
+	receiptID := NewID()
+	return b.action(index, v, b.nodes(index, v, ts, receiptID, nodeIDs, false), receiptID, ts), nil
+}
+
+// action is the receipt of event v whose nodes are nodes (§7.4).
+func (b *NodeBuilder) action(index int, v any, nodes []Node, receiptID string, ts int64) Action {
 	ids := make([]any, len(nodes))
 	for i, n := range nodes {
 		ids[i] = n.ID
@@ -87,14 +105,11 @@ func (b *NodeBuilder) BindIDs(index int, event []byte, nodeIDs []string, tail Ta
 	if sid == "" {
 		sid = b.RunID
 	}
-	return &EventBinding{
-		Nodes: nodes,
-		Action: Action{
-			ID: receiptID, SessionID: sid, Agent: nodes[0].AgentID, Action: nodes[0].ActionType,
-			Input:     ReceiptInput(b.RunID, index, v, ids),
-			Timestamp: &ts,
-		},
-	}, nil
+	return Action{
+		ID: receiptID, SessionID: sid, Agent: nodes[0].AgentID, Action: nodes[0].ActionType,
+		Input:     ReceiptInput(b.RunID, index, v, ids),
+		Timestamp: &ts,
+	}
 }
 
 // Stored derives, on read, the nodes of the stored event at index whose
@@ -107,7 +122,7 @@ func (b *NodeBuilder) Stored(index int, event []byte, nodeIDs []string, receiptI
 	if err != nil {
 		return nil, fmt.Errorf("run %s event %d: %w", b.RunID, index, err)
 	}
-	return b.nodes(index, v, receiptTime, receiptID, nodeIDs), nil
+	return b.nodes(index, v, receiptTime, receiptID, nodeIDs, true), nil
 }
 
 // ReceiptInput returns the input of a server-signed receipt (§7.4):
@@ -116,7 +131,9 @@ func ReceiptInput(runID string, index int, event any, nodeIDs []any) map[string]
 	return map[string]any{"event": event, "index": float64(index), "nodeIds": nodeIDs, "runId": runID}
 }
 
-func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string, ids []string) []Node {
+// nodes derives the nodes of event v. Without values it leaves out what no
+// receipt needs: addresses and the inputs built from the event.
+func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string, ids []string, values bool) []Node {
 	id := func(k int) string {
 		if k < len(ids) && ids[k] != "" {
 			return ids[k]
@@ -125,8 +142,10 @@ func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string, ids []
 	}
 	m, _ := v.(map[string]any)
 	primary := Node{
-		ID: id(0), RunID: b.RunID, AgentID: b.AgentID, Address: fmt.Sprintf("messages.%d", index),
-		EventIndex: index, StartedAt: ts, ReceiptID: receiptID,
+		ID: id(0), RunID: b.RunID, AgentID: b.AgentID, EventIndex: index, StartedAt: ts, ReceiptID: receiptID,
+	}
+	if values {
+		primary.Address = "messages." + strconv.Itoa(index)
 	}
 	if m == nil { // not an object: "anything else"
 		primary.ActionType, primary.Input = ActionLog, v
@@ -136,7 +155,7 @@ func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string, ids []
 		// An empty string is no agent: a receipt's agent is non-empty (§9).
 		primary.AgentID = a
 	}
-	if t, ok := eventTime(m["timestamp"]); ok {
+	if t, ok := eventTime(m["timestamp"]); ok && values {
 		primary.StartedAt = t
 	}
 	primary.Error = m["error"]
@@ -146,7 +165,9 @@ func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string, ids []
 	switch {
 	case hasRole && (role == "system" || role == "developer" || role == "user"):
 		primary.ActionType = ActionMessage
-		primary.Input = map[string]any{"role": role, "content": m["content"]}
+		if values {
+			primary.Input = map[string]any{"role": role, "content": m["content"]}
+		}
 	case hasRole && role == "assistant":
 		primary.ActionType = ActionLLMStep
 		primary.Output = m["content"]
@@ -156,11 +177,13 @@ func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string, ids []
 			child := primary
 			child.ID = id(1 + j)
 			child.ParentID = &nodes[0].ID
-			child.Address = fmt.Sprintf("messages.%d.tool_calls.%d", index, j)
+			if values {
+				child.Address = primary.Address + ".tool_calls." + strconv.Itoa(j)
+			}
 			child.Output, child.Error = nil, nil
 			cm, _ := c.(map[string]any)
 			child.ActionType = ActionToolCall
-			child.Input, child.ToolCallID = toolCallInput(cm)
+			child.Input, child.ToolCallID = toolCallInput(cm, values)
 			nodes = append(nodes, child)
 		}
 		parent := nodes[0].ID
@@ -172,7 +195,9 @@ func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string, ids []
 	case hasRole && role == "tool":
 		primary.ActionType = ActionToolResult
 		id, hasID := m["tool_call_id"].(string)
-		primary.Input = map[string]any{"tool_call_id": m["tool_call_id"]}
+		if values {
+			primary.Input = map[string]any{"tool_call_id": m["tool_call_id"]}
+		}
 		primary.Output = m["content"]
 		var parent string
 		if hasID {
@@ -185,7 +210,7 @@ func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string, ids []
 		}
 	case !roleKey && hasType:
 		primary.ActionType = ActionToolCall
-		primary.Input, primary.ToolCallID = toolCallInput(m)
+		primary.Input, primary.ToolCallID = toolCallInput(m, values)
 		b.noteCall(&primary)
 	default:
 		primary.ActionType = ActionLog
@@ -199,9 +224,12 @@ func (b *NodeBuilder) nodes(index int, v any, ts int64, receiptID string, ids []
 
 // toolCallInput returns {"id","name","arguments"} of a tool call object and
 // its id ("" when it has none).
-func toolCallInput(c map[string]any) (map[string]any, string) {
-	fn, _ := c["function"].(map[string]any)
+func toolCallInput(c map[string]any, values bool) (any, string) {
 	id, _ := c["id"].(string)
+	if !values {
+		return nil, id
+	}
+	fn, _ := c["function"].(map[string]any)
 	return map[string]any{"id": c["id"], "name": fn["name"], "arguments": fn["arguments"]}, id
 }
 

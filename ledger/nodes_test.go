@@ -334,3 +334,27 @@ func TestEmptyAgentIsRunAgent(t *testing.T) {
 		t.Errorf("agent %q / %q, want dataset:d", eb.Nodes[0].AgentID, eb.Action.Agent)
 	}
 }
+
+// TestReceiptActionMatchesBind: the receipt ingest makes without node
+// values is the one BindIDs makes, for every §7.3 row.
+func TestReceiptActionMatchesBind(t *testing.T) {
+	defer func(f func() int64) { Now = f }(Now)
+	Now = func() int64 { return 1767225600000 }
+	full, lite := NewNodeBuilder("r", "vigil", nil), NewNodeBuilder("r", "vigil", nil)
+	for i, e := range nodeEvents {
+		eb, err := full.BindIDs(i, []byte(e), nil, Tail{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := lite.ReceiptAction(i, []byte(e), NodeIDs(eb.Nodes), Tail{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.ID = eb.Action.ID
+		got, _ := json.Marshal(a)
+		want, _ := json.Marshal(eb.Action)
+		if string(got) != string(want) {
+			t.Errorf("event %d: %s, want %s", i, got, want)
+		}
+	}
+}

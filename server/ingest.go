@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/store"
@@ -269,22 +270,26 @@ func (s *Server) sealFunc(datasetName string, pre map[string][]store.Receipt) st
 }
 
 // makeReceipts chains one receipt per event after tail, bound to the
-// events' stored node ids (ledger.NodeBuilder, spec/ledger.md §7.4).
+// events' stored node ids (ledger.NodeBuilder.ReceiptAction, spec/ledger.md
+// §7.4).
 func (s *Server) makeReceipts(sessionID, runID, agent string, tail ledger.Tail, firstIndex int, events []store.Message) ([]store.Receipt, error) {
 	b := ledger.NewNodeBuilder(runID, agent, nil)
 	b.SessionID = sessionID
 	out := make([]store.Receipt, len(events))
 	for i, m := range events {
-		eb, err := b.BindIDs(firstIndex+i, m.Data, m.NodeIDs, tail)
+		a, err := b.ReceiptAction(firstIndex+i, m.Data, m.NodeIDs, tail)
 		if err != nil {
 			return nil, fmt.Errorf("seal: %w", err)
 		}
-		r, err := eb.Seal(tail, s.key)
+		r, err := ledger.Append(tail, a, s.key)
 		if err != nil {
 			return nil, fmt.Errorf("seal event %d of run %s: %w", firstIndex+i, runID, err)
 		}
 		tail = r.Tail()
-		out[i] = store.Receipt{SessionID: sessionID, ID: r.ID, Hash: r.Hash, Timestamp: r.Millis(), Text: string(r.Raw)}
+		// r.Raw is fresh and r is dropped here, so the text can share its
+		// bytes instead of copying them (a tenth of ingest's allocation).
+		text := unsafe.String(unsafe.SliceData(r.Raw), len(r.Raw))
+		out[i] = store.Receipt{SessionID: sessionID, ID: r.ID, Hash: r.Hash, Timestamp: r.Millis(), Text: text}
 	}
 	return out, nil
 }
