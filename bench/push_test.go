@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/internal/pgtest"
+)
+
+// pushBody is one push request of n traces × m events shaped like an agent
+// run (user, assistant with a tool call, tool output, ...), encoded once.
+func pushBody(n, m int) []byte {
+	var traces []any
+	for i := 0; i < n; i++ {
+		tr := make([]any, 0, m)
+		for k := 0; len(tr) < m; k++ {
+			switch k % 3 {
+			case 0:
+				tr = append(tr, map[string]any{"role": "user", "content": fmt.Sprintf("step %d: please look up order %d and summarise it", k, i)})
+			case 1:
+				tr = append(tr, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
+					"id": fmt.Sprintf("call_%d", k), "type": "function",
+					"function": map[string]any{"name": "lookup_order", "arguments": fmt.Sprintf(`{"order_id": "A-%d", "verbose": true}`, i)}}}})
+			case 2:
+				tr = append(tr, map[string]any{"role": "tool", "tool_call_id": fmt.Sprintf("call_%d", k-1), "content": strings.Repeat("order details ", 8)})
+			}
+		}
+		traces = append(traces, tr)
+	}
+	body, _ := json.Marshal(map[string]any{"messages": traces, "dataset": "bench"})
+	return body
+}
+
+// procCPU returns the CPU time (user+system) process pid has used.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command (which may hold spaces) start after ')'.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
+// BenchmarkServePush is issue 6's ingest measure from outside: `vigil
+// serve` as a subprocess, batches of 100 traces × 20 events through the
+// push API, the body encoded once, 4 clients on kept-alive connections.
+// It reports events/s and the server process's CPU µs per event (steadier
+// on a shared machine; a PostgreSQL server's own CPU is not in it). SQLite
+// always; PostgreSQL when VIGIL_TEST_POSTGRES is set.
+func BenchmarkServePush(b *testing.B) {
+	dir := b.TempDir()
+	bin := buildVigil(b, dir)
+	body := pushBody(100, 20)
+	for _, backend := range []string{"sqlite", "postgres"} {
+		b.Run(backend, func(b *testing.B) {
+			var extra []string
+			if backend == "postgres" {
+				if os.Getenv("VIGIL_TEST_POSTGRES") == "" {
+					b.Skip("VIGIL_TEST_POSTGRES unset")
+				}
+				extra = append(extra, "--db", pgtest.DSN(b))
+			}
+			p := startServe(b, bin, filepath.Join(b.TempDir(), "data"), extra...)
+			const clients = 4
+			tr := &http.Transport{MaxIdleConnsPerHost: clients}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr}
+			send := func() {
+				req, _ := http.NewRequest("POST", p.url+"/api/v1/push/trace", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+benchKey)
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Errorf("push: %d", resp.StatusCode)
+				}
+			}
+			send() // creates the dataset
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			cpu := procCPU(p.cmd.Process.Pid)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range clients {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						send()
+					}
+				})
+			}
+			wg.Wait()
+			events := float64(b.N * 100 * 20)
+			b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64((procCPU(p.cmd.Process.Pid)-cpu).Nanoseconds())/1e3/events, "server-cpu-µs/event")
+		})
+	}
+}
