@@ -103,9 +103,17 @@ type pushRequest struct {
 // parsePush validates a push body with Invariant's texts
 // (explorer-api §3.1).
 func parsePush(body []byte) (*pushRequest, error) {
-	var top map[string]json.RawMessage
-	if err := unmarshalBody(body, &top); err != nil {
-		return nil, err
+	// One validating pass and one split, where encoding/json makes two
+	// passes and copies each member; anything unusual takes its path, so
+	// errors read the same.
+	top, ok := map[string]json.RawMessage(nil), false
+	if json.Valid(body) {
+		top, ok = splitObject(body)
+	}
+	if !ok {
+		if err := unmarshalBody(body, &top); err != nil {
+			return nil, err
+		}
 	}
 	if top == nil {
 		return nil, badRequest("request body must be a JSON object")
@@ -161,55 +169,93 @@ func parsePush(body []byte) (*pushRequest, error) {
 
 // splitArray sets *out to the elements of raw, a JSON array, as
 // sub-slices; it reports false when raw is not an array. raw must be valid
-// JSON (a member of a body json.Unmarshal accepted): this is one pass
-// where json.Unmarshal into []json.RawMessage makes two and copies.
+// JSON (a member of a body json.Valid accepted): this is one pass where
+// json.Unmarshal into []json.RawMessage makes two and copies.
 func splitArray(raw []byte, out *[]json.RawMessage) bool {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		return false
 	}
 	i = skipSpace(raw, i+1)
-	if i < len(raw) && raw[i] == ']' {
-		*out = []json.RawMessage{}
-		return true
-	}
-	var elems []json.RawMessage
-	for i < len(raw) {
-		start, depth := i, 0
-	scan:
-		for ; i < len(raw); i++ {
-			switch raw[i] {
-			case '"':
-				for i++; i < len(raw) && raw[i] != '"'; i++ {
-					if raw[i] == '\\' {
-						i++
-					}
-				}
-			case '[', '{':
-				depth++
-			case ']', '}':
-				if depth == 0 {
-					break scan
-				}
-				depth--
-			case ',':
-				if depth == 0 {
-					break scan
-				}
-			}
+	elems := []json.RawMessage{}
+	for i < len(raw) && raw[i] != ']' {
+		var v json.RawMessage
+		v, i = scanValue(raw, i)
+		elems = append(elems, v)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
 		}
-		end := i
-		for end > start && isSpace(raw[end-1]) {
-			end--
-		}
-		elems = append(elems, json.RawMessage(raw[start:end:end]))
-		if i >= len(raw) || raw[i] == ']' {
-			break
-		}
-		i = skipSpace(raw, i+1) // after ','
 	}
 	*out = elems
 	return true
+}
+
+// splitObject returns the members of body, a JSON object, as sub-slices,
+// as json.Unmarshal into map[string]json.RawMessage would (the last of
+// duplicate names wins). body must be valid JSON. It reports false when
+// body is not an object or a name has an escape (the caller then decodes
+// with encoding/json).
+func splitObject(body []byte) (map[string]json.RawMessage, bool) {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, false
+	}
+	top := map[string]json.RawMessage{}
+	i = skipSpace(body, i+1)
+	for i < len(body) && body[i] == '"' {
+		start := i + 1
+		for i = start; i < len(body) && body[i] != '"'; i++ {
+			if body[i] == '\\' {
+				return nil, false
+			}
+		}
+		name := string(body[start:i])
+		i = skipSpace(body, i+1)
+		if i >= len(body) || body[i] != ':' {
+			return nil, false
+		}
+		var v json.RawMessage
+		v, i = scanValue(body, skipSpace(body, i+1))
+		top[name] = v
+		if i < len(body) && body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
+	}
+	return top, true
+}
+
+// scanValue returns the valid JSON value that starts at raw[i] and the
+// index of what follows it (a ',', ']' or '}' of the enclosing value, or
+// len(raw)).
+func scanValue(raw []byte, i int) (json.RawMessage, int) {
+	start, depth := i, 0
+scan:
+	for ; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth == 0 {
+				break scan
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				break scan
+			}
+		}
+	}
+	end := i
+	for end > start && isSpace(raw[end-1]) {
+		end--
+	}
+	return json.RawMessage(raw[start:end:end]), i
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
