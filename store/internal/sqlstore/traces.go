@@ -69,8 +69,33 @@ func messageRow(traceID string, m *store.Message) []any {
 	if ids == nil {
 		ids = []string{}
 	}
-	j, _ := json.Marshal(ids)
-	return []any{traceID, int64(m.Index), m.ID, string(j), string(m.Data)}
+	return []any{traceID, int64(m.Index), m.ID, nodeIDsJSON(ids), string(m.Data)}
+}
+
+// nodeIDsJSON is the JSON array of ids: written directly when every id is
+// plain ASCII (ULIDs always are), else by encoding/json.
+func nodeIDsJSON(ids []string) string {
+	n := 2
+	for _, id := range ids {
+		for i := 0; i < len(id); i++ {
+			if c := id[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				j, _ := json.Marshal(ids)
+				return string(j)
+			}
+		}
+		n += len(id) + 3
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, id...)
+		b = append(b, '"')
+	}
+	return string(append(b, ']'))
 }
 
 var receiptColList = []string{"session_id", "seq", "id", "hash", "timestamp", "text"}
