@@ -358,3 +358,35 @@ func TestReceiptActionMatchesBind(t *testing.T) {
 		}
 	}
 }
+
+// TestCountersignedRunEvents: an SDK run the server countersigned (signer
+// server, events derived from receipts) is checked as an agent-signed one
+// when RunEvidence.ReceiptEvents is set.
+func TestCountersignedRunEvents(t *testing.T) {
+	serverKey := mustKey(t, specSeed)
+	b, _ := specChain(t)
+	var rs []*Receipt
+	if err := json.Unmarshal(b, &rs); err != nil {
+		t.Fatal(err)
+	}
+	pub := PublicKeyHex(PublicOf(serverKey))
+	s := &Session{ID: "01KDVDN90RBSAH00000000005B", Signer: SignerServer, SignerPublicKey: &pub}
+	ev := RunEvidence{RunID: "run-1", Session: s, ReceiptEvents: true}
+	for _, r := range rs {
+		if err := Countersign(r, serverKey); err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(r)
+		e, _ := Marshal(ReceiptEvent(r))
+		ev.Events = append(ev.Events, e)
+		ev.Receipts = append(ev.Receipts, r)
+	}
+	keys := SessionKeys{Ring: []ed25519.PublicKey{PublicOf(serverKey)}}
+	if res, err := VerifyRun(ev, keys, 1); err != nil || !res.Valid || !res.SignaturesChecked {
+		t.Fatalf("%+v %v", res, err)
+	}
+	ev.ReceiptEvents = false
+	if res, _ := VerifyRun(ev, keys, 1); res.Valid || res.Errors[0].Reason != ReasonEventMismatch {
+		t.Fatalf("without ReceiptEvents: %+v", res.Errors)
+	}
+}
