@@ -11,7 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -277,7 +277,7 @@ func sortKeys(keys []string) {
 	if len(keys) < 2 {
 		return
 	}
-	sort.Slice(keys, func(i, j int) bool { return compareUTF16(keys[i], keys[j]) < 0 })
+	slices.SortFunc(keys, compareUTF16) // no reflection, unlike sort.Slice
 }
 
 // compareUTF16 compares two WTF-8 strings by their UTF-16 code units, as
@@ -291,6 +291,9 @@ func compareUTF16(a, b string) int {
 	}
 	if i == n {
 		return len(a) - len(b) // one is a prefix of the other (or equal)
+	}
+	if a[i] < 0x80 && b[i] < 0x80 {
+		return int(a[i]) - int(b[i]) // two ASCII code points: their own units
 	}
 	// Back up to the start of the code point that differs; the prefix is
 	// shared, so both strings have a code point boundary there.
