@@ -25,8 +25,10 @@
 // Append makes a receipt from an Action and the chain's Tail. VerifyChain
 // checks parsed receipts, VerifyStream a JSON text of any size, Verifier
 // one receipt at a time, CheckNext one incoming receipt against a stored
-// tail. Signatures are checked as @noble/ed25519 checks them (ZIP-215, the
-// cofactored equation), in batches of 128 per goroutine; see sig.go.
+// tail. Signatures are made and checked with curve25519-voi: signing is
+// RFC 8032 (byte-identical to crypto/ed25519, about half its CPU), checks
+// follow @noble/ed25519 (ZIP-215, the cofactored equation), in batches of
+// 512 per goroutine; see keys.go and sig.go.
 //
 // # Sessions and runs
 //
@@ -34,6 +36,9 @@
 // statement, MarkTampered); VerifySession and VerifyRun add the server's
 // checks (close_signature, event_mismatch, missing_receipt,
 // missing_event). NodeBuilder turns each stored event into its nodes and
-// the receipt that commits to it (§7.3, §7.4); LoadServerKey and
+// the receipt that commits to it (§7.3, §7.4): Bind/BindIDs at ingest,
+// ReceiptAction when only the receipt is needed, Stored plus LinkResults
+// on read; ReceiptEvent, ReceiptNode, Countersign and CheckNext serve
+// agent-signed (SDK) sessions. LoadServerKey and
 // LoadKeyRing handle the server key files (§3).
 package ledger
