@@ -12,7 +12,8 @@ package vigil_test
 //     background on a free loopback port; the test waits for /healthz and
 //     stops the server at the end of the block.
 //   - "go test" lines are skipped (this test is part of that run).
-//   - Paths under /tmp/ are rewritten into the test's own temporary folder.
+//   - Paths under /tmp/ are rewritten into the test's own temporary folder,
+//     and 127.0.0.1:8080 into the test server's address.
 
 import (
 	"bufio"
@@ -137,6 +138,7 @@ func TestReadmeExamples(t *testing.T) {
 			for _, l := range b.lines {
 				cmd := strings.ReplaceAll(l.cmd, "go run ./cmd/vigil", "vigil")
 				cmd = strings.ReplaceAll(cmd, "/tmp/", tmp+"/")
+				cmd = strings.ReplaceAll(cmd, "127.0.0.1:8080", addr)
 				switch {
 				case strings.HasPrefix(cmd, "go test"):
 					continue
