@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // TestBadInput checks that each kind of bad request gets the right status,
@@ -100,30 +103,36 @@ func TestBadInput(t *testing.T) {
 // TestGzipBodies checks Content-Encoding: gzip on push and its size limit,
 // which applies to the decompressed bytes too.
 func TestGzipBodies(t *testing.T) {
-	ts := newTestServer(t, openSQLite(t), func(c *Config) { c.MaxJSONBytes = 4096 })
-	send := func(payload string) (int, string) {
-		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		zw.Write([]byte(payload))
-		zw.Close()
-		req, _ := http.NewRequest("POST", ts.URL+"/api/v1/push/trace", &buf)
-		req.Header.Set("Authorization", "Bearer "+adminKey)
-		req.Header.Set("Content-Encoding", "gzip")
-		resp, err := ts.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		return resp.StatusCode, b.String()
-	}
+	ts := newTestServer(t, openSQLite(t), func(c *Config) { c.MaxJSONBytes = 4096; c.MaxUploadBytes = 8192 })
+	send := func(payload string) (int, string) { return sendGzip(t, ts, "/api/v1/push/trace", payload) }
 	if st, b := send(`{"messages": [[{"role": "user", "content": "zip"}]], "dataset": "z"}`); st != 200 {
 		t.Fatalf("gzip push: %d %s", st, b)
 	}
 	// 100 KB of zeros compresses to a few hundred bytes but expands past the limit.
 	if st, b := send(`{"messages": [[{"role": "user", "content": "` + strings.Repeat("0", 100000) + `"}]]}`); st != 413 || !strings.Contains(b, "too_large") {
 		t.Fatalf("gzip bomb: %d %s", st, b)
+	}
+	// The limit is inclusive, as http.MaxBytesReader's: a body that
+	// decompresses to exactly 4096 bytes is accepted, one more is a 413
+	// that names the limit.
+	atLimit := func(n int) string {
+		p := `{"messages": [[{"role": "user", "content": "exact"}]], "dataset": "z"}`
+		return p + strings.Repeat(" ", n-len(p))
+	}
+	if st, b := send(atLimit(4096)); st != 200 {
+		t.Fatalf("gzip body of exactly the limit: %d %s", st, b)
+	}
+	if st, b := send(atLimit(4097)); st != 413 || !strings.Contains(b, "larger than 4096 bytes") {
+		t.Fatalf("gzip body one byte over the limit: %d %s", st, b)
+	}
+	if st, b := send(`{"messages": [[{"role": "user", "content": "` + strings.Repeat("0", 100000) + `"}]]}`); !strings.Contains(b, "larger than 4096 bytes") {
+		t.Fatalf("gzip bomb does not name the limit: %d %s", st, b)
+	}
+	// issue_gzip_upload_limit: a gzipped upload past the limit names the
+	// limit, not the bytes left when it was crossed.
+	line := `[{"role": "user", "content": "` + strings.Repeat("u", 100) + `"}]` + "\n"
+	if st, b := sendGzip(t, ts, "/api/v1/dataset/upload?name=gz", strings.Repeat(line, 100)); st != 413 || !strings.Contains(b, "larger than 8192 bytes") {
+		t.Fatalf("gzip upload over the limit: %d %s", st, b)
 	}
 	req, _ := http.NewRequest("POST", ts.URL+"/api/v1/push/trace", strings.NewReader("x"))
 	req.Header.Set("Authorization", "Bearer "+adminKey)
@@ -156,5 +165,53 @@ func TestPanicRecovered(t *testing.T) {
 	}
 	if st, _ := ts.do(t, "GET", "/healthz", "", nil); st != 200 {
 		t.Fatalf("healthz after panic: %d", st)
+	}
+}
+
+// sendGzip posts payload gzipped to path with the admin key and returns
+// the status and body.
+func sendGzip(t *testing.T, ts *testServer, path, payload string) (int, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write([]byte(payload))
+	zw.Close()
+	req, _ := http.NewRequest("POST", ts.URL+path, &buf)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+// TestLimitedReader checks the decompressed-body limit on its own, with
+// small reads: exactly n bytes pass (as with http.MaxBytesReader), and the
+// error past n carries the limit, not the bytes that were left.
+func TestLimitedReader(t *testing.T) {
+	for _, tt := range []struct {
+		in    string
+		limit int64
+		err   bool
+	}{
+		{"abcd", 4, false},
+		{"abcd", 5, false},
+		{"abcd", 3, true},
+		{"", 0, false},
+		{"a", 0, true},
+	} {
+		lr := &limitedReader{r: iotest.OneByteReader(strings.NewReader(tt.in)), n: tt.limit, limit: tt.limit}
+		got, err := io.ReadAll(lr)
+		var mbe *http.MaxBytesError
+		switch {
+		case !tt.err && (err != nil || string(got) != tt.in):
+			t.Errorf("%q limit %d: got %q, %v; want all of it", tt.in, tt.limit, got, err)
+		case tt.err && (!errors.As(err, &mbe) || mbe.Limit != tt.limit || int64(len(got)) != tt.limit):
+			t.Errorf("%q limit %d: got %q, %v; want %d bytes and a MaxBytesError with Limit %d", tt.in, tt.limit, got, err, tt.limit, tt.limit)
+		}
 	}
 }

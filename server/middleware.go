@@ -132,29 +132,33 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.R
 			}
 			return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "invalid gzip body: %v", err)
 		}
-		return &limitedReader{r: zr, n: limit}, nil
+		return &limitedReader{r: zr, n: limit, limit: limit}, nil
 	default:
 		return nil, apiErr(http.StatusUnsupportedMediaType, CodeUnsupportedMedia,
 			"unsupported Content-Encoding %q (use gzip or none)", r.Header.Get("Content-Encoding"))
 	}
 }
 
-// limitedReader fails with *http.MaxBytesError after n bytes.
+// limitedReader fails with *http.MaxBytesError{Limit: limit} when r has
+// more than limit bytes; n is what is left. Like http.MaxBytesReader, it
+// reads one byte past the limit to tell "exactly limit" from "more".
 type limitedReader struct {
-	r io.Reader
-	n int64
+	r     io.Reader
+	n     int64
+	limit int64
 }
 
 func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, &http.MaxBytesError{Limit: l.n}
+	if len(p) == 0 {
+		return 0, nil
 	}
 	if int64(len(p)) > l.n+1 {
 		p = p[:l.n+1]
 	}
 	n, err := l.r.Read(p)
 	if int64(n) > l.n {
-		return int(l.n), &http.MaxBytesError{Limit: l.n}
+		n, l.n = int(l.n), 0
+		return n, &http.MaxBytesError{Limit: l.limit}
 	}
 	l.n -= int64(n)
 	return n, err
