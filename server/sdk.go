@@ -293,6 +293,13 @@ func (s *Server) handleSDKSessionPatch(w http.ResponseWriter, r *http.Request, p
 	}
 	switch in.Status {
 	case "closed":
+		// A close hash that is not one (§5.1) would be stored and make
+		// every later verification of the session fail as bad input.
+		if in.CloseHash != "" {
+			if _, err := ledger.VerifyChain(nil, ledger.VerifyOptions{CloseHash: in.CloseHash}); err != nil {
+				return badRequest("close_hash %q is neither \"0\" nor 64 lowercase hex characters", in.CloseHash)
+			}
+		}
 		mismatch := false
 		closeFn := func(ctx context.Context, ss *store.Session) (store.CloseStatement, error) {
 			st, err := s.closeFunc()(ctx, ss)

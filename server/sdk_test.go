@@ -104,6 +104,12 @@ func TestSDKSessions(t *testing.T) {
 		call("POST", "/v1/receipts", receiptsBody(bad[1]), 200, `{"inserted":1}`)
 		call("GET", "/v1/sessions/sess-1b", "", 200, `"status":"tampered"`)
 		call("GET", "/v1/sessions/sess-1b/verify", "", 200, `"valid":false`, `"receipt 0: linkage"`)
+		// issue_sdk_malformed_close_hash: a close_hash that is not a hash
+		// (§5.1) is refused, not stored to make every later verify a 500.
+		call("PATCH", "/v1/sessions/sess-2", `{"status": "closed", "close_hash": "NOT-A-HASH"}`, 400, "close_hash")
+		call("PATCH", "/v1/sessions/sess-2", `{"status": "closed", "close_hash": "`+strings.Repeat("A", 64)+`"}`, 400, "close_hash")
+		call("GET", "/v1/sessions/sess-2", "", 200, `"status":"open"`)
+		call("GET", "/v1/sessions/sess-2/verify", "", 200, `"valid":true`)
 		// Client-reported tampering; a wrong close hash is kept and flagged.
 		call("PATCH", "/v1/sessions/sess-2", `{"status": "closed", "close_hash": "`+strings.Repeat("a", 64)+`"}`, 200, `"status":"tampered"`)
 		call("GET", "/v1/sessions/sess-2/verify", "", 200, `"valid":false`, "close_hash_mismatch")
