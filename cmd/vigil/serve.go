@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -201,7 +202,7 @@ func envSize(name string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("%s: want a positive size in bytes or KiB/MiB/GiB, got %q", name, os.Getenv(name))
 	}
 	return n * mult, nil

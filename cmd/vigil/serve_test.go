@@ -266,3 +266,31 @@ func countTraces(t *testing.T, url string) int {
 	json.NewDecoder(resp.Body).Decode(&d)
 	return d.NumTraces
 }
+
+// TestEnvSize checks the size syntax of VIGIL_LIMITS_*; a size too large
+// for int64 is an error, not a wrapped (negative, so silently default)
+// limit.
+func TestEnvSize(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"", 0, false},
+		{"4096", 4096, false},
+		{" 64 MiB ", 64 << 20, false},
+		{"2KiB", 2048, false},
+		{"1GiB", 1 << 30, false},
+		{"0", 0, true},
+		{"-1MiB", 0, true},
+		{"lots", 0, true},
+		{"8589934592GiB", 0, true},
+		{"9007199254740992KiB", 0, true},
+	} {
+		t.Setenv("VIGIL_TEST_SIZE", tt.in)
+		got, err := envSize("VIGIL_TEST_SIZE")
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("envSize(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
