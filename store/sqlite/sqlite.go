@@ -154,9 +154,11 @@ func (b *backend) ListArg(list any) any {
 	return string(j)
 }
 
+// JSONStringEquals matches the member by name with json_each: a JSON path
+// built from the key ('$."' || key || '"') cannot hold a '"', so such a
+// key matched nothing here while PostgreSQL found it.
 func (b *backend) JSONStringEquals(col string, key, val int) string {
-	path := fmt.Sprintf(`'$."' || $%d || '"'`, key)
-	return fmt.Sprintf(`(json_type(%s, %s) = 'text' AND json_extract(%s, %s) = $%d)`, col, path, col, path, val)
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM json_each(%s) AS m WHERE m.key = $%d AND m.type = 'text' AND m.value = $%d)`, col, key, val)
 }
 
 func (b *backend) IsUnique(err error) bool {

@@ -77,7 +77,7 @@ func testDatasetList(t *testing.T, s store.Store) {
 	}
 	a := mk(u.ID, "alpha_100%", false, `{}`)
 	b := mk(u.ID, "Beta", true, `{"benchmark":"swe","accuracy":0.5}`)
-	c := mk(v.ID, "gamma", true, `{"benchmark":"swe","accuracy":0.9}`)
+	c := mk(v.ID, "gamma", true, `{"benchmark":"swe","accuracy":0.9,"odd \"key\\":"q","a.b":"d"}`)
 	dd := mk(v.ID, "delta", false, `{"benchmark":7}`)
 	// Pushing into alpha makes it the most recent.
 	time.Sleep(2 * time.Millisecond)
@@ -105,6 +105,9 @@ func testDatasetList(t *testing.T, s store.Store) {
 		{"percent alone", store.DatasetFilter{NameContains: "%"}, []string{a.Name}},
 		{"metadata string", store.DatasetFilter{MetadataKey: "benchmark", MetadataValue: "swe", PublicOnly: true}, []string{c.Name, b.Name}},
 		{"metadata number is not a string", store.DatasetFilter{MetadataKey: "benchmark", MetadataValue: "7"}, nil},
+		{"metadata key with quote and backslash", store.DatasetFilter{MetadataKey: `odd "key\`, MetadataValue: "q"}, []string{c.Name}},
+		{"metadata key with a dot", store.DatasetFilter{MetadataKey: "a.b", MetadataValue: "d"}, []string{c.Name}},
+		{"metadata key is not a path", store.DatasetFilter{MetadataKey: "a", MetadataValue: "d"}, nil},
 		{"limit", store.DatasetFilter{Limit: 2}, []string{a.Name, dd.Name}},
 		{"offset", store.DatasetFilter{Offset: 3}, []string{b.Name}},
 		{"limit offset", store.DatasetFilter{Limit: 1, Offset: 1}, []string{dd.Name}},
