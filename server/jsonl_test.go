@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"mime/multipart"
 	"net/http"
 	"runtime"
@@ -490,5 +491,43 @@ func testUploadRollback(t *testing.T, st store.Store) {
 	}
 	if after, _ := ts.st.GetDatasetByName(ctx, admin.ID, "kept"); after.NumTraces != 1 {
 		t.Fatalf("after a late conflict: %d traces, want 1", after.NumTraces)
+	}
+}
+
+// failingIterStore fails IterTraces after the first trace, as a database
+// that drops the connection in the middle of an export would.
+type failingIterStore struct{ store.Store }
+
+func (f failingIterStore) IterTraces(ctx context.Context, datasetID string, opt store.IterOptions) iter.Seq2[*store.Trace, error] {
+	return func(yield func(*store.Trace, error) bool) {
+		for t, err := range f.Store.IterTraces(ctx, datasetID, opt) {
+			if err != nil || !yield(t, nil) {
+				return
+			}
+			yield(nil, errors.New("connection reset by peer"))
+			return
+		}
+	}
+}
+
+// TestExportFailureAbortsResponse: an export that fails after the status
+// line must not end like a complete one (a clean end of a chunked body),
+// or `vigil export` writes a truncated file and exits 0. The connection
+// is aborted, so the client's read fails.
+func TestExportFailureAbortsResponse(t *testing.T) {
+	ts := newTestServer(t, failingIterStore{openSQLite(t)})
+	ctx := context.Background()
+	d, err := ts.c.Upload(ctx, "cut", strings.NewReader(uploadFile), client.UploadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := ts.c.Export(ctx, d.ID, client.ExportOptions{})
+	if err != nil {
+		return // aborted before the headers went out: fine too
+	}
+	defer body.Close()
+	got, err := io.ReadAll(body)
+	if err == nil {
+		t.Fatalf("truncated export read without error:\n%s", got)
 	}
 }

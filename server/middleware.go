@@ -70,10 +70,12 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, a access, h handlerF
 		err := s.serveAuthed(sw, r, a, h)
 		if err != nil {
 			if sw.written {
-				// Too late for an error body (a stream broke); the client
-				// sees a truncated response.
+				// Too late for an error body (a stream broke). Returning
+				// would end the response cleanly (a final empty chunk), so
+				// a truncated export would pass for a complete one: abort
+				// the connection so the client's read fails instead.
 				s.log.Warn("request failed after response started", "route", route, "err", err)
-				return
+				panic(http.ErrAbortHandler)
 			}
 			writeError(sw, r, s.log, err)
 		}
