@@ -24,6 +24,9 @@ func TestBadInput(t *testing.T) {
 	_, kb := ts.do(t, "POST", "/api/v1/keys/create", adminKey, `{"scope": "ingest", "name": "agent"}`)
 	var k struct{ Key string }
 	json.Unmarshal(kb, &k)
+	_, rb := ts.do(t, "POST", "/api/v1/keys/create", adminKey, `{"scope": "read", "name": "reader"}`)
+	var rk struct{ Key string }
+	json.Unmarshal(rb, &rk)
 
 	huge := `{"messages": [[{"role": "user", "content": "` + strings.Repeat("a", 5000) + `"}]]}`
 	tests := []struct {
@@ -71,6 +74,7 @@ func TestBadInput(t *testing.T) {
 		{"bad key on anon endpoint", "GET", "/api/v1/user/info", "wrong-key-0000000000000", ``, 401, "unauthenticated", "Invalid API key"},
 		{"no key on push", "POST", "/api/v1/push/trace", "", `{"messages": [[]]}`, 401, "unauthenticated", "Missing API key"},
 		{"ingest key cannot read", "GET", "/api/v1/trace/" + tid, k.Key, ``, 403, "forbidden", "needs read"},
+		{"read key cannot write metadata", "PUT", "/api/v1/dataset/metadata/ok", rk.Key, `{"metadata": {"benchmark": "x"}}`, 403, "forbidden", "needs ingest"},
 		{"ingest key cannot create keys", "POST", "/api/v1/keys/create", k.Key, `{}`, 403, "forbidden", "needs full"},
 		{"unknown api path", "GET", "/api/v1/nothing/here", adminKey, ``, 404, "not_found", "no such endpoint"},
 		{"wrong method", "DELETE", "/api/v1/push/trace", adminKey, ``, 404, "not_found", "no such endpoint"},

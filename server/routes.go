@@ -40,7 +40,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/dataset/byid/{id}/download", accessAnon, s.handleExport)
 	s.handle(mux, "GET /api/v1/dataset/byid/{id}/download/annotated", accessAnon, s.handleExport)
 	s.handle(mux, "GET /api/v1/dataset/metadata/{name}", accessAny, s.handleMetadataGet)
-	s.handle(mux, "PUT /api/v1/dataset/metadata/{name}", accessAny, s.handleMetadataPut)
+	s.handle(mux, "PUT /api/v1/dataset/metadata/{name}", accessIngest, s.handleMetadataPut) // I: a read key writes nothing
 
 	// Traces (§5).
 	s.handle(mux, "GET /api/v1/trace/{id}", accessAnon, s.handleTraceGet)
