@@ -113,10 +113,20 @@ func usage(w io.Writer) {
 
 // suggest returns the registered command closest to name, or "".
 func suggest(name string) string {
-	best, bestD := "", 3
+	names := make([]string, 0, len(commands))
 	for n := range commands {
-		if d := editDistance(name, n); d < bestD {
-			best, bestD = n, d
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return closest(name, names)
+}
+
+// closest returns the candidate nearest to s within edit distance 2, or "".
+func closest(s string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD {
+			best, bestD = c, d
 		}
 	}
 	return best
