@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 )
 
@@ -42,17 +43,32 @@ func MergeMetadata(cur json.RawMessage, patch map[string]json.RawMessage, replac
 // replaces the whole value, as the RFC says; the caller normally rejects
 // that first.
 func MergePatch(cur, patch json.RawMessage) (json.RawMessage, error) {
-	var p any
-	if err := json.Unmarshal(patch, &p); err != nil {
+	p, err := decodeKeepNumbers(patch)
+	if err != nil {
 		return nil, fmt.Errorf("merge patch: %w", err)
 	}
 	var c any
 	if len(bytes.TrimSpace(cur)) > 0 {
-		if err := json.Unmarshal(cur, &c); err != nil {
+		if c, err = decodeKeepNumbers(cur); err != nil {
 			return nil, fmt.Errorf("stored metadata: %w", err)
 		}
 	}
 	return json.Marshal(mergePatch(c, p))
+}
+
+// decodeKeepNumbers decodes one JSON value with numbers as json.Number, so
+// re-encoding keeps their digits (float64 would round integers above 2^53).
+func decodeKeepNumbers(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, fmt.Errorf("invalid JSON: data after the value")
+	}
+	return v, nil
 }
 
 func mergePatch(target, patch any) any {

@@ -113,6 +113,22 @@ func TestMergePatch(t *testing.T) {
 	}
 }
 
+// TestMergePatchKeepsNumbers: numbers the patch does not touch, and those
+// it sets, keep their digits (decoding to float64 rounded integers above
+// 2^53, so a PATCH of one key silently changed another).
+func TestMergePatchKeepsNumbers(t *testing.T) {
+	got, err := store.MergePatch(json.RawMessage(`{"id":12345678901234567890,"n":{"big":9007199254740993},"x":1}`),
+		json.RawMessage(`{"x":2,"y":1.000000000000000000001,"n":{"z":9007199254740995}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`12345678901234567890`, `9007199254740993`, `9007199254740995`, `1.000000000000000000001`, `"x":2`} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("MergePatch = %s, lost %s", got, want)
+		}
+	}
+}
+
 func TestMergeMetadataErrors(t *testing.T) {
 	if _, err := store.MergeMetadata(json.RawMessage(`[1]`), nil, false); err == nil || !strings.Contains(err.Error(), "stored metadata") {
 		t.Errorf("MergeMetadata on an array: %v", err)
