@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -95,9 +96,13 @@ func newAnnotations(raws []json.RawMessage, p *principal, i int) ([]*store.Annot
 	return out, nil
 }
 
+// compactJSON returns b re-encoded compactly (keys sorted), numbers with
+// their digits as written, or b itself when it is not JSON.
 func compactJSON(b []byte) string {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
 	var v any
-	if json.Unmarshal(b, &v) != nil {
+	if d.Decode(&v) != nil {
 		return string(b)
 	}
 	out, _ := json.Marshal(v)
