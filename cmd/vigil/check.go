@@ -80,7 +80,11 @@ type checkConfig struct {
 
 func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cfg := checkConfig{params: paramFlags{}}
-	detCfg, err := detect.ConfigFromEnv(os.Getenv)
+	fileCfg, err := loadConfig(configFlag(args))
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	detCfg, err := fileCfg.detectorConfig()
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
@@ -100,8 +104,10 @@ Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
 
 Model-backed detectors (moderated, llm, PERSON/LOCATION, ...) call the
 OpenAI-compatible endpoint of --detectors-base-url (env
-VIGIL_DETECTORS_BASE_URL); without one, a policy using them fails to load.`, stderr)
+VIGIL_DETECTORS_BASE_URL, or detectors.base_url in the configuration
+file); without one, a policy using them fails to load.`, stderr)
 	detCfg.RegisterFlags(fs)
+	fs.String("config", "", configUsage)
 	fs.StringVar(&cfg.policyFile, "policy", "", "policy `FILE` (required)")
 	fs.StringVar(&cfg.traceFile, "trace", "", "trace `FILE` (JSON; - for standard input)")
 	fs.StringVar(&cfg.datasetFile, "dataset", "", "dataset `FILE` (JSONL; - for standard input)")

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigilhq/vigil/detect"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -156,4 +157,27 @@ func decodeConfig(data []byte, cfg *fileConfig) error {
 		return errors.New(msg)
 	}
 	return root.Decode(cfg)
+}
+
+// configUsage is the help text of every command's --config flag.
+const configUsage = "configuration `file` (default $VIGIL_CONFIG, else ./vigil.yaml, else ~/.vigil/config.yaml)"
+
+// detectorConfig is the model-provider configuration of the file,
+// overridden by the VIGIL_DETECTORS_* environment variables.
+func (c *fileConfig) detectorConfig() (detect.Config, error) {
+	d := detect.Config{BaseURL: c.Detectors.BaseURL, APIKey: c.Detectors.APIKey, Timeout: time.Duration(c.Detectors.Timeout)}
+	env, err := detect.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return d, err
+	}
+	if env.BaseURL != "" {
+		d.BaseURL = env.BaseURL
+	}
+	if env.APIKey != "" {
+		d.APIKey = env.APIKey
+	}
+	if env.Timeout != 0 {
+		d.Timeout = env.Timeout
+	}
+	return d, nil
 }

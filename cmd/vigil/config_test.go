@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vigilhq/vigil/detect"
 )
 
 func TestConfigFlag(t *testing.T) {
@@ -129,4 +133,85 @@ func FuzzDecodeConfig(f *testing.F) {
 		var c fileConfig
 		_ = decodeConfig([]byte(s), &c)
 	})
+}
+
+// TestConfigFileFeedsCommands: the file's values reach vigil check (the
+// detector provider) and flags/environment still win over it.
+func TestConfigFileFeedsCommands(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "mod.gr")
+	tr := filepath.Join(dir, "t.json")
+	os.WriteFile(pol, []byte("from invariant.detectors import moderated\n\nraise \"harmful\" if:\n    (m: Message)\n    moderated(m.content)\n"), 0o644)
+	os.WriteFile(tr, []byte(`[{"role": "user", "content": "hello"}]`), 0o644)
+	t.Setenv("VIGIL_DETECTORS_BASE_URL", "")
+	t.Setenv("VIGIL_CONFIG", "")
+
+	// A provider configured only in the file: the policy loads, and the
+	// unreachable endpoint becomes a detector_error rule failure (exit 3).
+	cfg := filepath.Join(dir, "vigil.yaml")
+	os.WriteFile(cfg, []byte("detectors:\n  base_url: http://127.0.0.1:1/v1\n  timeout: 200ms\n"), 0o644)
+	code, out, errOut := runVigil(t, "", "check", "--config", cfg, "--policy", pol, "--trace", tr)
+	if code != 3 || !strings.Contains(out, "detector_error") {
+		t.Fatalf("with detectors.base_url in the file: exit %d, stdout %q, stderr %q; want 3 with a detector_error", code, out, errOut)
+	}
+	// The flag wins over the file: an empty base URL means no provider.
+	code, _, errOut = runVigil(t, "", "check", "--config="+cfg, "--detectors-base-url", "", "--policy", pol, "--trace", tr)
+	if code != 2 || !strings.Contains(errOut, "detectors.base_url") {
+		t.Fatalf("flag must override the file: exit %d, stderr %q", code, errOut)
+	}
+	// A bad file is a clear error naming it.
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("detectors:\n  base_url: x\nlistn: y\n"), 0o644)
+	code, _, errOut = runVigil(t, "", "check", "--config", bad, "--policy", pol, "--trace", tr)
+	if code != 2 || !strings.Contains(errOut, "bad.yaml: line 3: unknown key \"listn\" (did you mean \"listen\"?)") {
+		t.Fatalf("bad config: exit %d, stderr %q", code, errOut)
+	}
+	detect.Configure(detect.Config{})
+}
+
+// TestServeReadsConfigFile: vigil serve takes data_dir and log.format from
+// the file; --listen on the command line still applies.
+func TestServeReadsConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	cfg := filepath.Join(dir, "vigil.yaml")
+	os.WriteFile(cfg, []byte("data_dir: "+data+"\nlog: {format: json}\nlisten: 127.0.0.1:1\n"), 0o644)
+	t.Setenv("VIGIL_API_KEY", "config-test-key-0123456789")
+	t.Setenv("VIGIL_LEDGER_KEY", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, &stderr)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stderr.String(), "listening on") {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", stderr.String())
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d:\n%s", code, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "ledger.key")); err != nil {
+		t.Errorf("data_dir from the file not used: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "127.0.0.1:1 ") || strings.Contains(stderr.String(), "127.0.0.1:1)") {
+		t.Errorf("--listen must win over the file:\n%s", stderr.String())
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("serve exit %d after cancel:\n%s", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop after its context was cancelled")
+	}
+	if !strings.Contains(stderr.String(), `"msg":"shutting down"`) {
+		t.Errorf("log.format json from the file not used:\n%s", stderr.String())
+	}
 }

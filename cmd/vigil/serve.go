@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -42,11 +43,16 @@ func openPostgres(ctx context.Context, dsn string) (store.Store, error) {
 func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "serve [--listen ADDR] [--data-dir DIR | --db postgres://...] [--ledger-key-file FILE]",
 		"Run the Vigil server. With no flags it serves on 127.0.0.1:8080 with a SQLite database in\n~/.vigil, and prints an admin API key on first start (or registers $VIGIL_API_KEY).\nThe garbage collector runs with GOGC=400 unless GOGC is set.", stderr)
-	listen := fs.String("listen", envOr("VIGIL_LISTEN", ""), "listen address (env VIGIL_LISTEN; PORT sets the port)")
-	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", ""), "data directory: SQLite database, ledger key (default ~/.vigil)")
-	db := fs.String("db", envOr("VIGIL_DB", ""), "PostgreSQL URL instead of SQLite (env VIGIL_DB)")
-	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", ""), "ledger signing key file (default <data-dir>/ledger.key; VIGIL_LEDGER_KEY holds the seed itself)")
-	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", "text"), "log format: text or json")
+	fc, err := loadConfig(configFlag(args))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	fs.String("config", "", configUsage)
+	listen := fs.String("listen", envOr("VIGIL_LISTEN", fc.Listen), "listen address (env VIGIL_LISTEN; PORT sets the port)")
+	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: SQLite database, ledger key (default ~/.vigil)")
+	db := fs.String("db", envOr("VIGIL_DB", fc.DB), "PostgreSQL URL instead of SQLite (env VIGIL_DB)")
+	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", fc.Ledger.KeyFile), "ledger signing key file (default <data-dir>/ledger.key; VIGIL_LEDGER_KEY holds the seed itself)")
+	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format, "text")), "log format: text or json")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -105,7 +111,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	cfg := server.Config{
 		Store: st, LedgerKey: key, KeyRing: ring, Logger: log, Version: version,
-		MetricsToken:        envOr("VIGIL_METRICS_TOKEN", os.Getenv("PROMETHEUS_TOKEN")),
+		MetricsToken:        envOr("VIGIL_METRICS_TOKEN", envOr("PROMETHEUS_TOKEN", fc.Metrics.Token)),
 		MetricsPublic:       envBool("VIGIL_METRICS_PUBLIC"),
 		AnonymousReadPublic: envBool("VIGIL_AUTH_ANONYMOUS_READ_PUBLIC"),
 		SharingDisabled:     strings.EqualFold(os.Getenv("VIGIL_SHARING_ENABLED"), "false"),
