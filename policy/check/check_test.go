@@ -416,3 +416,24 @@ func TestCheckNilInputs(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestFoldRepeatOverflow: a constant repetition whose length overflows an
+// int64 is left to the evaluator instead of panicking in strings.Repeat at
+// load time.
+func TestFoldRepeatOverflow(t *testing.T) {
+	huge := new(big.Int).Lsh(big.NewInt(1), 62)
+	for _, s := range []string{"abcd", "ab", "é"} {
+		if v, ok := foldBinary(syntax.STAR, s, huge); ok {
+			t.Errorf("%q * 2**62 folded to a %d-byte string", s, len(v.(string)))
+		}
+		if v, ok := foldBinary(syntax.STAR, huge, s); ok {
+			t.Errorf("2**62 * %q folded to a %d-byte string", s, len(v.(string)))
+		}
+	}
+	if v, ok := foldBinary(syntax.STAR, "", huge); !ok || v != "" {
+		t.Errorf(`"" * 2**62 = %v, %v; want "", true`, v, ok)
+	}
+	if v, ok := foldBinary(syntax.STAR, "ab", big.NewInt(3)); !ok || v != "ababab" {
+		t.Errorf(`"ab" * 3 = %v, %v`, v, ok)
+	}
+}

@@ -282,10 +282,10 @@ func repeatStr(s string, n any) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	if i.Sign() <= 0 {
+	if i.Sign() <= 0 || s == "" {
 		return "", true
 	}
-	if !i.IsInt64() || int64(strLen(s))*i.Int64() > maxFoldLen {
+	if !i.IsInt64() || i.Int64() > int64(maxFoldLen/strLen(s)) {
 		return nil, false
 	}
 	return strings.Repeat(s, int(i.Int64())), true
