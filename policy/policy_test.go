@@ -754,3 +754,44 @@ func TestMonitorAfterCancel(t *testing.T) {
 		t.Errorf("after a cancelled append: %+v, %v", res, err)
 	}
 }
+
+// TestRepetitionOverflow: str * n and list * n with a count whose result
+// length overflows an int are a value_error (not a panic), and an empty
+// sequence times a huge count is empty at once (not a 2**62-step loop).
+func TestRepetitionOverflow(t *testing.T) {
+	tr := mustTrace(t, `[{"role": "user", "content": "abcd"}]`)
+	for _, tt := range []struct{ line, kind string }{
+		{`m.content * 4611686018427387904 == ""`, "value_error"},
+		{`4611686018427387904 * m.content == ""`, "value_error"},
+		{`[m.content] * 4611686018427387904 == []`, "value_error"},
+		{`[m.content, 1] * 4611686018427387904 == []`, "value_error"},
+		{`m.content.strip("abcd") * 4611686018427387904 == ""`, ""},
+		{`[] * (4611686018427387904 + len(m.content)) == []`, ""},
+	} {
+		src := "raise \"x\" if:\n    (m: Message)\n    " + tt.line + "\n"
+		p := mustLoad(t, src, policy.Options{})
+		done := make(chan struct{})
+		var res *policy.Result
+		var err error
+		go func() {
+			defer close(done)
+			res, err = p.Analyze(context.Background(), tr, nil)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still running after 10s", tt.line)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.line, err)
+			continue
+		}
+		if tt.kind == "" {
+			if len(res.Errors) != 1 || len(res.Failures) != 0 {
+				t.Errorf("%s: errors %+v failures %+v, want one violation", tt.line, res.Errors, res.Failures)
+			}
+		} else if len(res.Failures) != 1 || res.Failures[0].Kind != tt.kind {
+			t.Errorf("%s: failures %+v, want one %s", tt.line, res.Failures, tt.kind)
+		}
+	}
+}

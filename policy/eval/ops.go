@@ -96,12 +96,15 @@ func arith(f *frame, pos syntax.Pos, op syntax.Token, a, b builtin.Value) builti
 			}
 			switch x := a.(type) {
 			case string:
-				if len(x)*n > 1<<24 {
+				if len(x) > 0 && n > (1<<24)/len(x) {
 					throw(pos, builtin.ValueError, "repetition too large")
 				}
 				return strings.Repeat(x, n)
 			case []builtin.Value:
-				if len(x)*n > 1<<20 {
+				if len(x) == 0 {
+					return []builtin.Value{}
+				}
+				if n > (1<<20)/len(x) {
 					throw(pos, builtin.ValueError, "repetition too large")
 				}
 				out := make([]builtin.Value, 0, len(x)*n)
