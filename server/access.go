@@ -93,6 +93,8 @@ func storeError(err error) *Error {
 		return apiErr(http.StatusConflict, CodeRunFinished, "%v", err)
 	case errors.Is(err, store.ErrConflict):
 		return apiErr(http.StatusConflict, CodeVersionConflict, "%v", err)
+	case errors.Is(err, store.ErrInvalidText):
+		return badRequest("a name, id or text field holds a NUL character (\\u0000) or invalid UTF-8, which cannot be stored")
 	}
 	return nil
 }

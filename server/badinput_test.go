@@ -219,3 +219,26 @@ func TestLimitedReader(t *testing.T) {
 		}
 	}
 }
+
+// TestNULInStoredText: a string holding U+0000 where the store keeps it
+// as a column (trace name, annotation content and source, session id and
+// name, key name, agent) is either stored or refused with a 400 naming
+// the problem; PostgreSQL's TEXT cannot hold it, which was a 500.
+func TestNULInStoredText(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		for _, tc := range []struct{ method, path, body string }{
+			{"POST", "/api/v1/push/trace", `{"messages": [[{"role": "user", "content": "x"}]], "metadata": [{"name": "a\u0000b"}]}`},
+			{"POST", "/api/v1/push/trace", `{"messages": [[{"role": "user", "content": "x"}]], "annotations": [[{"content": "a\u0000b", "address": "messages.0"}]]}`},
+			{"POST", "/api/v1/push/trace", `{"messages": [[{"role": "user", "content": "x"}]], "annotations": [[{"content": "ab", "address": "messages.0", "extra_metadata": {"source": "s\u0000"}}]]}`},
+			{"POST", "/v1/sessions", `{"id": "s\u0000", "name": "n"}`},
+			{"POST", "/v1/sessions", `{"id": "nul-name", "name": "n\u0000"}`},
+			{"POST", "/api/v1/keys/create", `{"name": "k\u0000"}`},
+			{"POST", "/api/v1/ledger/agents", `{"agent": "a\u0000", "publicKey": "03a107bff3ce10be1d70dd18e74bc09967e4d6309ba50d5f1ddc8664125531b8"}`},
+		} {
+			st, b := ts.do(t, tc.method, tc.path, adminKey, tc.body)
+			if st >= 300 && (st != 400 || !strings.Contains(string(b), "NUL")) {
+				t.Errorf("%s %s %s: %d %s, want success or a 400 naming the NUL", tc.method, tc.path, tc.body, st, b)
+			}
+		}
+	})
+}

@@ -55,6 +55,12 @@ var (
 	// by a newer Vigil: the binary refuses to touch a schema it does not
 	// know.
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+	// ErrInvalidText reports a string the database cannot keep in a text
+	// column: one holding a NUL character (U+0000) or bytes that are not
+	// UTF-8 (a lone surrogate in WTF-8). PostgreSQL refuses them; JSON
+	// documents (events, receipts, metadata) carry them escaped and are
+	// not affected.
+	ErrInvalidText = errors.New("text holds a NUL character or invalid UTF-8")
 )
 
 // Store is the storage interface. All methods are safe for concurrent use.

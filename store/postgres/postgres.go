@@ -176,7 +176,7 @@ type querier struct{ q pgQuerier }
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	tag, err := q.q.Exec(ctx, sql, args...)
 	if err != nil {
-		return 0, err
+		return 0, pgErr(err)
 	}
 	return tag.RowsAffected(), nil
 }
@@ -184,7 +184,7 @@ func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
 	rows, err := q.q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, err
+		return nil, pgErr(err)
 	}
 	return rows, nil
 }
@@ -200,15 +200,31 @@ func (r row) Scan(dest ...any) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sqlstore.ErrNoRows
 	}
+	return pgErr(err)
+}
+
+// pgErr marks PostgreSQL's refusal of a NUL character or invalid UTF-8 in
+// a text parameter (SQLSTATE 22021, 22P05) with store.ErrInvalidText, so
+// the caller gets a 400 rather than a 500.
+func pgErr(err error) error {
+	var e *pgconn.PgError
+	if errors.As(err, &e) && (e.Code == "22021" || e.Code == "22P05") {
+		return invalidTextError{err}
+	}
 	return err
 }
+
+type invalidTextError struct{ err error }
+
+func (e invalidTextError) Error() string   { return e.err.Error() }
+func (e invalidTextError) Unwrap() []error { return []error{store.ErrInvalidText, e.err} }
 
 type txn struct {
 	querier
 	tx pgx.Tx
 }
 
-func (t *txn) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
+func (t *txn) Commit(ctx context.Context) error { return pgErr(t.tx.Commit(ctx)) }
 
 // Rollback ignores ctx cancellation so a cancelled request still releases
 // its transaction.
@@ -227,7 +243,7 @@ func (t *txn) RunBatch(ctx context.Context, b *sqlstore.Batch) error {
 		}
 		err := t.tx.SendBatch(ctx, &pb).Close()
 		pb = pgx.Batch{}
-		return err
+		return pgErr(err)
 	}
 	for _, it := range b.Items {
 		switch {
@@ -241,7 +257,7 @@ func (t *txn) RunBatch(ctx context.Context, b *sqlstore.Batch) error {
 				return err
 			}
 			if _, err := t.tx.CopyFrom(ctx, pgx.Identifier{it.Table}, it.Cols, pgx.CopyFromRows(it.Rows)); err != nil {
-				return err
+				return pgErr(err)
 			}
 		}
 	}
@@ -258,11 +274,11 @@ func (t *txn) BulkInsert(ctx context.Context, table string, cols []string, rows 
 	}
 	if len(rows) >= copyThreshold {
 		_, err := t.tx.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows))
-		return err
+		return pgErr(err)
 	}
 	q, args := insertSQL(table, cols, rows)
 	_, err := t.tx.Exec(ctx, q, args...)
-	return err
+	return pgErr(err)
 }
 
 // insertSQL renders one multi-row INSERT of rows with $n parameters.
