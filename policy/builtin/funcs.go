@@ -29,6 +29,12 @@ func Compare(a, b Value) (int, error) {
 		if !afl && !bfl {
 			return cmp3(ai < bi, ai > bi), nil
 		}
+		if afl != bfl {
+			// int and float: exactly, as Python does.
+			if r, ok := compareBig(a, b); ok {
+				return r, nil
+			}
+		}
 		x, y := af, bf
 		if !afl {
 			x = float64(ai)

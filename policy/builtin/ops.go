@@ -211,10 +211,10 @@ func Equal(a, b Value) bool {
 			return ai == bi
 		case afl && bfl:
 			return af == bf
-		case afl:
-			return af == float64(bi)
 		default:
-			return float64(ai) == bf
+			// int and float: exactly, as Python does (2**53 + 1 != 2.0**53).
+			r, ok := compareBig(a, b)
+			return ok && r == 0
 		}
 	}
 	switch x := a.(type) {

@@ -274,6 +274,12 @@ func floatOp(pos syntax.Pos, op syntax.Token, a, b float64) builtin.Value {
 	return nil
 }
 
+// isNaN reports whether v is a float NaN.
+func isNaN(v builtin.Value) bool {
+	_, f, isF, ok := builtin.Number(v)
+	return ok && isF && math.IsNaN(f)
+}
+
 func compareOp(f *frame, op syntax.CompareOp, a, b builtin.Value) builtin.Value {
 	switch op.Op {
 	case syntax.EQ:
@@ -284,6 +290,9 @@ func compareOp(f *frame, op syntax.CompareOp, a, b builtin.Value) builtin.Value 
 		r, err := builtin.Compare(a, b)
 		if err != nil {
 			throwErr(op.OpPos, err)
+		}
+		if isNaN(a) || isNaN(b) {
+			return false // unordered: every ordering is False, as in Python
 		}
 		switch op.Op {
 		case syntax.LT:
