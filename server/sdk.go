@@ -158,6 +158,9 @@ func (s *Server) handleSDKReceipts(w http.ResponseWriter, r *http.Request, p *pr
 			}
 			return badRequest("%v", err)
 		}
+		if rc.SessionID == "" { // as POST /v1/sessions: a session needs an id
+			return badRequest("receipt %d: sessionId must be a non-empty string", i)
+		}
 		parsed[i] = rc
 		if _, ok := groups[rc.SessionID]; !ok {
 			order = append(order, rc.SessionID)

@@ -115,6 +115,20 @@ func TestSDKSessions(t *testing.T) {
 		call("GET", "/v1/sessions/sess-2/verify", "", 200, `"valid":false`, "close_hash_mismatch")
 		call("PATCH", "/v1/sessions/sess-2", `{"status": "open"}`, 400, "status must be closed or tampered")
 		call("POST", "/v1/receipts", `{"receipts": [{"id": 1}]}`, 400, "receipt 0")
+		// issue_sdk_empty_session_id: a receipt without a session id is
+		// refused (as POST /v1/sessions refuses an empty id); it used to
+		// leave an orphan run in "sessions" and answer 404.
+		countRuns := func() int {
+			var runs []struct{ ID string }
+			json.Unmarshal([]byte(call("GET", "/api/v1/dataset/byuser/admin/sessions/traces", "", 200)), &runs)
+			return len(runs)
+		}
+		before := countRuns()
+		noSession := sdkChain(t, "", "agent/x", other, 1)
+		call("POST", "/v1/receipts", receiptsBody(noSession[0]), 400, "receipt 0", "sessionId")
+		if after := countRuns(); after != before {
+			t.Errorf("runs in sessions: %d before, %d after a refused receipt", before, after)
+		}
 	})
 }
 
