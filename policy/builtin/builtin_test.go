@@ -78,6 +78,16 @@ func TestFullMatch(t *testing.T) {
 	if _, err := env.FullMatch("(", "x"); KindOf(err) != RegexError {
 		t.Errorf("invalid regex: %v", err)
 	}
+	// Unbalanced patterns must not close the anchoring wrapper and match
+	// unanchored (Python: "unbalanced parenthesis").
+	for _, p := range []string{`a))|((b`, `a)|(b`, `a)`} {
+		if got, err := env.FullMatch(p, "xxb"); KindOf(err) != RegexError {
+			t.Errorf("FullMatch(%q, \"xxb\") = %v, %v; want a regex_error", p, got, err)
+		}
+		if got, err := env.MatchStart(p, "xxb"); KindOf(err) != RegexError {
+			t.Errorf("MatchStart(%q, \"xxb\") = %v, %v; want a regex_error", p, got, err)
+		}
+	}
 }
 
 func TestDisplay(t *testing.T) {

@@ -382,11 +382,13 @@ func regexErr(pattern string, err error) error {
 
 // MatchStart reports whether pattern matches at the start of s.
 func (e *Env) MatchStart(pattern, s string) (bool, error) {
+	// The pattern must be valid on its own: an unbalanced one such as
+	// "a)|(b" would otherwise close the wrapper and match unanchored.
+	if _, err := Regexp(pattern); err != nil {
+		return false, err
+	}
 	re, err := e.regexp(`\A(?:` + pattern + `)`)
 	if err != nil {
-		if _, err2 := Regexp(pattern); err2 != nil {
-			return false, err2
-		}
 		return false, err
 	}
 	m, err := re.MatchString(s)
@@ -400,12 +402,13 @@ func (e *Env) MatchStart(pattern, s string) (bool, error) {
 // pattern strings do (spec §9): DOTALL, anchored at the start, ending at the
 // end or before a final newline. Leading inline flags stay global.
 func (e *Env) FullMatch(pattern, s string) (bool, error) {
+	// The pattern must be valid on its own (see MatchStart).
+	if _, err := Regexp(pattern); err != nil {
+		return false, err
+	}
 	flags, rest := leadingFlags(pattern)
 	re, err := e.regexp(flags + `\A(?s:(?:` + rest + `))$`)
 	if err != nil {
-		if _, err2 := Regexp(pattern); err2 != nil {
-			return false, err2
-		}
 		return false, err
 	}
 	m, err := re.MatchString(s)
