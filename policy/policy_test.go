@@ -97,6 +97,8 @@ func TestRuntimeErrors(t *testing.T) {
 		{`json_loads("{") == 1`, "json_error", 5},
 		{`match("(", "x")`, "regex_error", 5},
 		{`[1][5] == 1`, "key_error", 8},
+		{`[1][2 ** 70] == 1`, "key_error", 8},
+		{`"abc"[-2 ** 64] == 1`, "key_error", 10},
 		{`{"a": 1}["b"] == 1`, "key_error", 13},
 		{`max([]) == 1`, "value_error", 5},
 		{`len(1) == 1`, "type_error", 5},

@@ -477,6 +477,9 @@ func index(f *frame, pos syntax.Pos, x, k builtin.Value) builtin.Value {
 				i = 1
 			}
 		}
+		if _, isBig := ks.(*big.Int); isBig {
+			throw(pos, builtin.KeyError, "index out of range") // beyond any length
+		}
 		if !ok {
 			throw(pos, builtin.TypeError, "indices must be integers, not %s", builtin.TypeName(k))
 		}
