@@ -245,12 +245,28 @@ func (s *Server) appendSDKReceipts(ctx context.Context, p *principal, sid string
 		}
 		msgs[i] = store.Message{ID: store.NewULID(), NodeIDs: []string{rc.ID}, Data: data}
 	}
+	// The session row keeps the tail timestamp as integer milliseconds;
+	// the §5.2 checks need the number the receipt carries (1.5 > 1.2), so
+	// read the last stored receipt (used when it is still the tail).
+	var last *ledger.Receipt
+	if sess.ReceiptCount > 0 {
+		recs, err := s.st.ListReceipts(ctx, sid, sess.ReceiptCount-1, 1)
+		if err != nil {
+			return 0, err
+		}
+		if len(recs) == 1 {
+			last, _ = ledger.ParseReceipt([]byte(recs[0].Text))
+		}
+	}
 	var tamper *ledger.VerifyError
 	seal := func(ctx context.Context, req store.SealRequest) ([]store.Receipt, error) {
 		tail := req.Session.Tail
 		var prev *ledger.Receipt
 		if tail.Count > 0 {
 			prev = &ledger.Receipt{Hash: tail.LastHash, Timestamp: float64(tail.LastTimestamp)}
+			if last != nil && last.Hash == tail.LastHash {
+				prev = last
+			}
 		}
 		out := make([]store.Receipt, len(fresh))
 		for i, rc := range fresh {

@@ -158,3 +158,47 @@ func parseReceipts(t *testing.T, body string) []*ledger.Receipt {
 	}
 	return out
 }
+
+// TestSDKReceiptFractionalTimestamps: the ingest check of each receipt
+// against the stored tail (§7.4) compares the tail's real timestamp, not
+// the integer milliseconds kept in the session row. A receipt at 1.2 after
+// one at 1.5 (sent in another request) breaks §5.2 timestamp_order and
+// must mark the session tampered at once, as verification says.
+func TestSDKReceiptFractionalTimestamps(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		key := mustKey(t)
+		mk := func(prev string, ms float64) string {
+			one := int64(1)
+			r, err := ledger.Append(ledger.Tail{Hash: prev}, ledger.Action{SessionID: "frac", Agent: "agent/frac", Action: "step",
+				Input: map[string]any{}, Timestamp: &one}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Timestamp = ms
+			if r.Hash, err = r.ComputeHash(); err != nil {
+				t.Fatal(err)
+			}
+			r.Signature = ledger.SignHash(key, r.Hash)
+			b, err := r.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		r0 := mk("", 1.5)
+		var h0 struct{ Hash string }
+		json.Unmarshal([]byte(r0), &h0)
+		r1 := mk(h0.Hash, 1.2)
+		for _, r := range []string{r0, r1} {
+			if st, b := ts.do(t, "POST", "/v1/receipts", adminKey, receiptsBody(r)); st != 200 {
+				t.Fatalf("post receipt: %d %s", st, b)
+			}
+		}
+		if _, b := ts.do(t, "GET", "/v1/sessions/frac", adminKey, nil); !strings.Contains(string(b), `"status":"tampered"`) {
+			t.Errorf("session after an out-of-order receipt: %s", b)
+		}
+		if _, b := ts.do(t, "GET", "/v1/sessions/frac/verify", adminKey, nil); !strings.Contains(string(b), "timestamp_order") {
+			t.Errorf("verify: %s", b)
+		}
+	})
+}
