@@ -264,8 +264,12 @@ func floatOp(pos syntax.Pos, op syntax.Token, a, b float64) builtin.Value {
 		if a == 0 && b < 0 {
 			throw(pos, builtin.ZeroDivision, "0.0 cannot be raised to a negative power")
 		}
+		if a < 0 && !math.IsInf(b, 0) && b != math.Trunc(b) {
+			// Python's result is a complex number, which the language lacks.
+			throw(pos, builtin.ValueError, "negative number cannot be raised to a fractional power")
+		}
 		r := math.Pow(a, b)
-		if math.IsInf(r, 0) && !math.IsInf(a, 0) {
+		if math.IsInf(r, 0) && !math.IsInf(a, 0) && !math.IsInf(b, 0) {
 			throw(pos, builtin.ValueError, "numerical result out of range")
 		}
 		return r
