@@ -177,7 +177,11 @@ func (r *Reader) readLine() ([]byte, error) {
 	r.buf = r.buf[:0]
 	for {
 		chunk, err := r.br.ReadSlice('\n')
-		if len(r.buf)+len(chunk) > max {
+		n := len(r.buf) + len(chunk)
+		if err == nil {
+			n-- // the newline is not part of the line
+		}
+		if n > max {
 			r.line++
 			err := &LineError{Line: r.line, Err: fmt.Errorf("%w: line longer than %d bytes", ErrDataset, max)}
 			if r.ContinueOnError {

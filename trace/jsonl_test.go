@@ -215,6 +215,14 @@ func TestJSONLErrorsMatch(t *testing.T) {
 	if _, err := r.Next(); !errors.Is(err, ErrDataset) || !strings.Contains(err.Error(), "longer than 10 bytes") {
 		t.Errorf("err = %v, want a line-length error", err)
 	}
+	// A line of exactly MaxLineBytes (its newline not counted) is accepted.
+	for _, in := range []string{"[        ]\n", "[        ]"} {
+		r = NewReader(strings.NewReader(in))
+		r.MaxLineBytes = 10
+		if e, err := r.Next(); err != nil || e == nil {
+			t.Errorf("%q with MaxLineBytes 10: %v, want the entry", in, err)
+		}
+	}
 }
 
 func TestJSONLRoundTrip(t *testing.T) {
