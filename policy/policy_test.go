@@ -111,6 +111,8 @@ func TestRuntimeErrors(t *testing.T) {
 		{`"a" + 1 == 1`, "type_error", 9},
 		{`1 in "abc"`, "type_error", 7},
 		{`"{:>3}".format(1) == 1`, "value_error", 5},
+		{`"{}{0}".format(1, 2) == 1`, "value_error", 5},
+		{`"{0}{}".format(1, 2) == 1`, "value_error", 5},
 	}
 	for _, tt := range tests {
 		src := "raise \"x\" if:\n    " + tt.line + "\nraise \"y\" if:\n    1 == 1\n"

@@ -439,7 +439,7 @@ func splitlines(s string, keep bool) []builtin.Value {
 
 func format(pos syntax.Pos, s string, args []builtin.Value, kw *builtin.Dict) builtin.Value {
 	var b strings.Builder
-	auto := 0
+	auto, manual := 0, false
 	for i := 0; i < len(s); i++ {
 		ch := s[i]
 		if ch == '}' {
@@ -471,12 +471,19 @@ func format(pos syntax.Pos, s string, args []builtin.Value, kw *builtin.Dict) bu
 		var v builtin.Value
 		switch {
 		case field == "":
+			if manual {
+				throw(pos, builtin.ValueError, "cannot switch from manual field specification to automatic field numbering")
+			}
 			if auto >= len(args) {
 				throw(pos, builtin.KeyError, "format index %d out of range", auto)
 			}
 			v = args[auto]
 			auto++
 		case field[0] >= '0' && field[0] <= '9':
+			if auto > 0 {
+				throw(pos, builtin.ValueError, "cannot switch from automatic field numbering to manual field specification")
+			}
+			manual = true
 			n, err := strconv.Atoi(field)
 			if err != nil || n >= len(args) {
 				throw(pos, builtin.KeyError, "format index %s out of range", field)
