@@ -100,6 +100,7 @@ func TestDisplay(t *testing.T) {
 		{-2.5, "-2.5"}, {math.Inf(1), "inf"}, {math.NaN(), "nan"}, {[]Value{"a\nb'"}, `["a\nb'"]`}, {[]Value{"a\n\x00"}, `['a\n\x00']`},
 		{Tuple{int64(1)}, "(1,)"}, {[]Value{1.0, Tuple{}, NewDict(0)}, "[1.0, (), {}]"},
 		{[]Value{"it's", nil, true}, `["it's", None, True]`}, {Tuple{}, "()"},
+		{[]Value{"\u00a0\u00ad\u0085\u200b\U000e0001"}, `['\xa0\xad\x85\u200b\U000e0001']`},
 	}
 	for _, tt := range tests {
 		if got := Display(tt.v); got != tt.want {

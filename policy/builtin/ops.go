@@ -518,7 +518,9 @@ func Repr(v Value) string {
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
 			fmt.Fprintf(&b, `\x%02x`, r)
 		case !isPrintable(r):
-			if r <= 0xffff {
+			if r <= 0xff {
+				fmt.Fprintf(&b, `\x%02x`, r) // Python: \xhh up to U+00FF
+			} else if r <= 0xffff {
 				fmt.Fprintf(&b, `\u%04x`, r)
 			} else {
 				fmt.Fprintf(&b, `\U%08x`, r)
