@@ -805,3 +805,31 @@ func TestRepetitionOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectorCacheUnlocatedFirst: a cached marking detector first called
+// on a literal (no location, so no marks recorded) must still mark the
+// trace when later called on an equal located string (caching never
+// changes a result, spec §13.5).
+func TestDetectorCacheUnlocatedFirst(t *testing.T) {
+	p := mustLoad(t, `
+raise "literal" if:
+    "X" in cached_probe("axbx")
+raise PolicyViolation("probe", m) if:
+    (m: Message)
+    "X" in cached_probe(m.content)
+`, policy.Options{})
+	tr := mustTrace(t, `[{"role": "user", "content": "axbx"}]`)
+	for run := range 2 {
+		res, err := p.Analyze(context.Background(), tr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Errors) != 2 {
+			t.Fatalf("run %d: errors %+v, want 2", run, res.Errors)
+		}
+		got := strings.Join(res.Errors[1].Ranges, " ")
+		if want := "messages.0 messages.0.content:1-2 messages.0.content:3-4"; got != want {
+			t.Errorf("run %d: ranges %s, want %s", run, got, want)
+		}
+	}
+}

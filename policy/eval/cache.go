@@ -23,6 +23,10 @@ type Cache struct {
 type cacheEntry struct {
 	v     builtin.Value
 	marks []cachedMark
+	// blind lists the argument strings (by position) whose marks were not
+	// recorded: they had no location, or the location of an earlier one.
+	// A call that has a location there recomputes instead of losing marks.
+	blind []int
 }
 
 // cachedMark is a mark on the text-th string of the call's arguments.
@@ -79,6 +83,14 @@ func (c *Cache) call(f *frame, b *builtin.Builtin, args []builtin.Value, kw *bui
 	e := c.m[key]
 	c.mu.Unlock()
 	texts := argTexts(args, kw)
+	if e != nil && b.Marks {
+		for _, i := range e.blind {
+			if i < len(texts) && builtin.At(texts[i]) != nil {
+				e = nil // marks for this string were never recorded
+				break
+			}
+		}
+	}
 	if e != nil {
 		for _, m := range e.marks {
 			if m.text < len(texts) {
@@ -90,14 +102,19 @@ func (c *Cache) call(f *frame, b *builtin.Builtin, args []builtin.Value, kw *bui
 		return e.v, nil
 	}
 	index := map[string]int{}
-	for i, t := range texts {
-		if at := builtin.At(t); at != nil {
-			if _, dup := index[at.String()]; !dup {
-				index[at.String()] = i
-			}
-		}
-	}
 	e = &cacheEntry{}
+	for i, t := range texts {
+		at := builtin.At(t)
+		if at == nil {
+			e.blind = append(e.blind, i)
+			continue
+		}
+		if _, dup := index[at.String()]; dup {
+			e.blind = append(e.blind, i)
+			continue
+		}
+		index[at.String()] = i
+	}
 	v, err := run(func(at *builtin.Path, start, end int) {
 		if i, ok := index[at.String()]; ok {
 			e.marks = append(e.marks, cachedMark{text: i, start: start, end: end})
