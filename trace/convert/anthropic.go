@@ -309,7 +309,9 @@ func join(path, key string) string {
 }
 
 // mapBlocks maps content blocks to parts, tool calls and tool-result
-// events. seen is called for thinking blocks.
+// events. seen is called for thinking blocks; a nil seen marks nested
+// content (system prompt, tool result), where thinking, tool_use and
+// tool_result blocks are kept verbatim as parts.
 func mapBlocks(path string, blocks []trace.Value, seen func(kind string, b *trace.Object)) (parts, calls, results []trace.Value, err error) {
 	for i, bv := range blocks {
 		bpath := fmt.Sprintf("%s[%d]", path, i)
@@ -334,7 +336,21 @@ func mapBlocks(path string, blocks []trace.Value, seen func(kind string, b *trac
 				return nil, nil, nil, err
 			}
 			parts = append(parts, p)
-		case "tool_use":
+		case "tool_use", "tool_result":
+			if seen == nil {
+				// Nested (system prompt, tool result): no event to map
+				// to, so the block is kept verbatim rather than lost.
+				parts = append(parts, b)
+				continue
+			}
+			if kind == "tool_result" {
+				ev, err := toolResult(bpath, b)
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				results = append(results, ev)
+				continue
+			}
 			id, _ := b.Get("id")
 			name, ok := b.Get("name")
 			if !ok {
@@ -349,12 +365,6 @@ func mapBlocks(path string, blocks []trace.Value, seen func(kind string, b *trac
 			}
 			calls = append(calls, trace.NewObject("id", id, "type", "function",
 				"function", trace.NewObject("name", name, "arguments", input)))
-		case "tool_result":
-			ev, err := toolResult(bpath, b)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			results = append(results, ev)
 		case "thinking", "redacted_thinking":
 			if seen == nil {
 				parts = append(parts, b)
