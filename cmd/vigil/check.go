@@ -284,24 +284,26 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 // and the excerpt of the trace at each range.
 func printText(w io.Writer, cfg checkConfig, t *trace.Trace, res *policy.Result) {
 	items := t.Flatten()
+	// Messages, keys and ranges may carry trace text: safe keeps its
+	// control characters from reaching the terminal.
 	for i, v := range res.Errors {
-		fmt.Fprintf(w, "violation %d: %s\n", i+1, v.Message)
-		fmt.Fprintf(w, "  rule %d, key %s\n", v.Rule, v.Key)
+		fmt.Fprintf(w, "violation %d: %s\n", i+1, safe(v.Message))
+		fmt.Fprintf(w, "  rule %d, key %s\n", v.Rule, safe(v.Key))
 		if len(v.Kwargs) > 0 {
 			var b bytes.Buffer
 			if writeJSONLine(&b, v.Kwargs) == nil {
-				fmt.Fprintf(w, "  %s\n", shorten(strings.TrimSpace(b.String()), 4*excerptContext))
+				fmt.Fprintf(w, "  %s\n", safe(shorten(strings.TrimSpace(b.String()), 4*excerptContext)))
 			}
 		}
 		for _, rg := range v.Ranges {
-			fmt.Fprintf(w, "  %s: %s\n", rg, excerpt(t, items, rg, cfg.color))
+			fmt.Fprintf(w, "  %s: %s\n", safe(rg), excerpt(t, items, rg, cfg.color))
 		}
 	}
 	for _, f := range res.Failures {
-		fmt.Fprintf(w, "failure: rule %d at %s:%d:%d: %s: %s\n", f.Rule, cfg.policyFile, f.Line, f.Column, f.Kind, f.Message)
+		fmt.Fprintf(w, "failure: rule %d at %s:%d:%d: %s: %s\n", f.Rule, safe(cfg.policyFile), f.Line, f.Column, f.Kind, safe(f.Message))
 	}
 	for _, s := range res.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", s)
+		fmt.Fprintf(w, "warning: %s\n", safe(s))
 	}
 	fmt.Fprintf(w, "%d violation(s), %d failure(s), %d warning(s)\n", len(res.Errors), len(res.Failures), len(res.Warnings))
 }
@@ -314,7 +316,7 @@ const excerptContext = 30
 func excerpt(t *trace.Trace, items []trace.Item, rng string, color bool) string {
 	a, err := trace.ParseAddress(rng)
 	if err != nil {
-		return "(" + err.Error() + ")"
+		return "(" + safe(err.Error()) + ")"
 	}
 	stored, ok := trace.StoredAddress(items, a)
 	if !ok {
@@ -322,11 +324,11 @@ func excerpt(t *trace.Trace, items []trace.Item, rng string, color bool) string 
 	}
 	r, err := t.Resolve(stored)
 	if err != nil {
-		return "(" + err.Error() + ")"
+		return "(" + safe(err.Error()) + ")"
 	}
 	if r.Text == "" && r.Start == 0 && r.End == 0 {
 		b := bytes.TrimSpace(trace.Marshal(r.Value))
-		return shorten(string(b), 2*excerptContext+20)
+		return safe(shorten(string(b), 2*excerptContext+20))
 	}
 	s, _ := r.Value.(string)
 	before := tail(s[:r.ByteStart], excerptContext)
@@ -343,6 +345,35 @@ func excerpt(t *trace.Trace, items []trace.Item, rng string, color bool) string 
 func esc(s string) string {
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]
+}
+
+// safe escapes the characters of s that are not printable (control
+// characters, C1 controls, invalid UTF-8) as a Go string literal would,
+// and leaves everything else as it is.
+func safe(s string) string {
+	clean := true
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if n == 1 && r == utf8.RuneError || r != ' ' && !strconv.IsPrint(r) {
+			clean = false
+			break
+		}
+		i += n
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if n == 1 && r == utf8.RuneError || r != ' ' && !strconv.IsPrint(r) {
+			b.WriteString(esc(s[i : i+n]))
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 func tail(s string, n int) string {

@@ -194,3 +194,20 @@ func TestCheckModelDetectors(t *testing.T) {
 	}
 	detect.Configure(detect.Config{}) // leave no provider behind for other tests
 }
+
+// TestCheckTextEscapesControls: trace text that reaches the text output
+// through a violation message, a failure message or a key must not carry
+// terminal control characters (excerpts were already escaped).
+func TestCheckTextEscapesControls(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	trace := `[{"role":"user","content":"x\u001b]0;owned\u0007\u009b2J"}]`
+	code := run(context.Background(), []string{"check", "--policy", "testdata/check/echo.pol", "--trace", "-"}, strings.NewReader(trace), &stdout, &stderr)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	if strings.ContainsAny(out, "\x1b\x07\u009b") {
+		t.Errorf("stdout carries control characters:\n%q", out)
+	}
+	containsInOrder(t, "stdout", out, []string{`violation 1: said: x\x1b]0;owned\a\u009b2J`, `failure: rule 1 at testdata/check/echo.pol:6:13: key_error: missing key x\x1b]0;owned\a\u009b2J`})
+}
