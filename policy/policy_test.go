@@ -833,3 +833,17 @@ raise PolicyViolation("probe", m) if:
 		}
 	}
 }
+
+// TestPatternMinInt64: the pattern constant -9223372036854775808 (whose
+// literal does not fit an int64 before the minus) matches the equal int.
+func TestPatternMinInt64(t *testing.T) {
+	p := mustLoad(t, "raise \"x\" if:\n    (c: ToolCall)\n    c is tool:f({a: -9223372036854775808, b: -9223372036854775809})\n", policy.Options{})
+	tr := mustTrace(t, `[{"type": "function", "function": {"name": "f", "arguments": {"a": -9223372036854775808, "b": -9223372036854775809}}}]`)
+	res, err := p.Analyze(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) != 1 || len(res.Failures) != 0 {
+		t.Errorf("errors %+v failures %+v, want one violation", res.Errors, res.Failures)
+	}
+}

@@ -103,6 +103,9 @@ func (c *compiler) patArg(e syntax.Expr) patNode {
 				n.i, n.f = -n.i, -n.f
 				if n.big != nil {
 					n.big = new(big.Int).Neg(n.big)
+					if n.big.IsInt64() { // -9223372036854775808
+						n = patNode{kind: patInt, i: n.big.Int64()}
+					}
 				}
 				return n
 			}
