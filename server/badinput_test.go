@@ -5,11 +5,15 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 // TestBadInput checks that each kind of bad request gets the right status,
@@ -241,4 +245,33 @@ func TestNULInStoredText(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDeclaredLengthNotPreallocated: the JSON body buffer is not sized
+// from Content-Length up front, or a few connections that declare the
+// limit and send nothing hold limit-sized buffers each (a key holder's
+// memory exhaustion: the body read has no deadline).
+func TestDeclaredLengthNotPreallocated(t *testing.T) {
+	const limit = 32 << 20
+	ts := newTestServer(t, openSQLite(t), func(c *Config) { c.MaxJSONBytes = limit })
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /api/v1/push/trace HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", adminKey, limit)
+	}
+	time.Sleep(300 * time.Millisecond) // the handlers are now blocked reading
+	if grew := int64(heap()) - int64(before); grew > 16<<20 {
+		t.Errorf("heap grew by %d MB for 4 stalled requests declaring %d MB each", grew>>20, limit>>20)
+	}
 }

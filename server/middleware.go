@@ -166,6 +166,10 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// maxBodyPrealloc bounds the buffer readJSONBody sizes from
+// Content-Length before any byte arrives; larger bodies grow as they come.
+const maxBodyPrealloc = 1 << 20
+
 // readJSONBody reads the whole (limited) JSON body.
 func (s *Server) readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	rd, err := s.body(w, r, s.maxJSON)
@@ -174,7 +178,9 @@ func (s *Server) readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, e
 	}
 	var buf bytes.Buffer
 	if r.ContentLength > 0 && r.ContentLength <= s.maxJSON {
-		buf.Grow(int(r.ContentLength))
+		// Trust the declared length only so far: a request that declares
+		// the limit and sends nothing must not hold a buffer that large.
+		buf.Grow(int(min(r.ContentLength, maxBodyPrealloc)))
 	}
 	if _, err := buf.ReadFrom(rd); err != nil {
 		var mbe *http.MaxBytesError
