@@ -150,6 +150,9 @@ func stringsArg(c *builtin.Call, name string, i int) ([]string, bool, error) {
 		return nil, false, nil
 	}
 	els, ok := builtin.Elements(v)
+	if builtin.IsStr(v) {
+		ok = false // its code points are not names: entities="EMAIL" matched nothing
+	}
 	if !ok {
 		return nil, false, builtin.Errorf(builtin.TypeError, "%s(): %s must be a list of strings, not %s", c.Name, name, builtin.TypeName(v))
 	}

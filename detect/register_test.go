@@ -272,3 +272,14 @@ func TestCapabilitiesFollowProviders(t *testing.T) {
 		}
 	}
 }
+
+// TestStringsArgRejectsStr: entities="EMAIL_ADDRESS" (a str, not a list)
+// is a type_error, not a list of one-letter names that matches nothing.
+func TestStringsArgRejectsStr(t *testing.T) {
+	for _, tt := range []struct{ name, kw, val string }{{"pii", "entities", "EMAIL_ADDRESS"}, {"unicode", "categories", "Cf"}} {
+		v, _, _, err := call(t, tt.name, []builtin.Value{located("a@b.io \u200b")}, map[string]builtin.Value{tt.kw: tt.val})
+		if builtin.KindOf(err) != builtin.TypeError || !strings.Contains(err.Error(), "must be a list of strings, not str") {
+			t.Errorf("%s(%s=%q) = %v, %v; want a type_error", tt.name, tt.kw, tt.val, v, err)
+		}
+	}
+}
