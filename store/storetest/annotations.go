@@ -141,4 +141,29 @@ func testReplaceAnnotations(t *testing.T, s store.Store) {
 	}
 	_, _, err = s.ReplaceAnnotations(ctx, store.NewID(), "analyzer", nil)
 	wantErr(t, err, store.ErrNotFound)
+
+	// issue_replace_source_in_metadata: Source is extra_metadata.source, so
+	// a replacement whose extra_metadata names no (or another) source gets
+	// source written there too; otherwise it showed as a user comment and
+	// lost its source on the next UpdateAnnotation.
+	_, _, err = s.ReplaceAnnotations(ctx, tr.ID, "linter", []*store.Annotation{
+		{UserID: u.ID, Content: "bare", Address: "<root>"},
+		{UserID: u.ID, Content: "other", Address: "<root>", ExtraMetadata: md(`{"source":"user","k":1}`)},
+	})
+	must(t, err)
+	lint, err := s.ListAnnotations(ctx, tr.ID, []string{"linter"})
+	must(t, err)
+	if len(lint) != 2 {
+		t.Fatalf("linter annotations: %d, want 2", len(lint))
+	}
+	for _, a := range lint {
+		if store.AnnotationSource(a.ExtraMetadata) != "linter" || a.Source != "linter" {
+			t.Errorf("replacement %q: Source %q, extra_metadata %s", a.Content, a.Source, a.ExtraMetadata)
+		}
+		up, err := s.UpdateAnnotation(ctx, a.ID, store.AnnotationUpdate{MetadataMerge: map[string]json.RawMessage{"note": md(`"x"`)}})
+		must(t, err)
+		if up.Source != "linter" {
+			t.Errorf("after an update, %q has Source %q", a.Content, up.Source)
+		}
+	}
 }

@@ -213,6 +213,12 @@ func (s *Store) ReplaceAnnotations(ctx context.Context, traceID, source string, 
 			if err != nil {
 				return err
 			}
+			if store.AnnotationSource(a.ExtraMetadata) != source {
+				// Source is extra_metadata.source: write it there too.
+				if a.ExtraMetadata, err = withSource(a.ExtraMetadata, source); err != nil {
+					return fmt.Errorf("replace annotations of trace %s: extra_metadata: %w", traceID, err)
+				}
+			}
 			a.Source = source
 			rows = append(rows, annotationRow(a))
 		}
@@ -262,4 +268,28 @@ func (s *Store) CountAnnotationsBySource(ctx context.Context, traceIDs []string)
 		return nil, fmt.Errorf("count annotations: %w", err)
 	}
 	return out, nil
+}
+
+// withSource returns the extra_metadata object extra with its "source"
+// member set to source ("" removes it).
+func withSource(extra json.RawMessage, source string) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(extra) > 0 && !isNull(extra) {
+		if err := json.Unmarshal(extra, &m); err != nil {
+			return nil, err
+		}
+		if m == nil {
+			m = map[string]json.RawMessage{}
+		}
+	}
+	if source == "" {
+		delete(m, "source")
+	} else {
+		b, err := json.Marshal(source)
+		if err != nil {
+			return nil, err
+		}
+		m["source"] = b
+	}
+	return json.Marshal(m)
 }
