@@ -847,3 +847,34 @@ func TestPatternMinInt64(t *testing.T) {
 		t.Errorf("errors %+v failures %+v, want one violation", res.Errors, res.Failures)
 	}
 }
+
+// TestDictKeyWalkLinear: indexing every key of a large trace object is
+// linear; finding each key's position for its location used to scan the
+// key list (100,000 keys took about 20 s within the default step budget).
+func TestDictKeyWalkLinear(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`[{"role": "tool", "content": {`)
+	for i := range 100000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d": %d`, i, i)
+	}
+	b.WriteString(`}}]`)
+	tr := mustTrace(t, b.String())
+	p := mustLoad(t, "raise PolicyViolation(\"x\", v) if:\n    (o: ToolOutput)\n    v := [o.content[k] for k in o.content.keys()][99999]\n    v == 99999\n", policy.Options{})
+	start := time.Now()
+	res, err := p.Analyze(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("took %v (quadratic key positions?)", d)
+	}
+	if len(res.Errors) != 1 || len(res.Failures) != 0 {
+		t.Fatalf("errors %+v failures %+v, want one violation", res.Errors, res.Failures)
+	}
+	if got := strings.Join(res.Errors[0].Ranges, " "); got != "messages.0 messages.0.content.k99999" {
+		t.Errorf("ranges %s", got)
+	}
+}

@@ -119,3 +119,27 @@ func TestUsable(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestDictOrd: Ord gives a key's position in small and large dicts, also
+// after the dict grew.
+func TestDictOrd(t *testing.T) {
+	for _, n := range []int{3, 100} {
+		d := NewDict(n)
+		for i := range n {
+			d.Set(Display(int64(i)), int64(i))
+		}
+		d.Set("1", "again") // a repeated key keeps its first position
+		for i := range n {
+			if got := d.Ord(Display(int64(i))); got != i {
+				t.Errorf("n=%d: Ord(%d) = %d", n, i, got)
+			}
+		}
+		d.Set("new", 1)
+		if got := d.Ord("new"); got != n {
+			t.Errorf("n=%d: Ord(new) = %d, want %d", n, got, n)
+		}
+		if got := d.Ord("absent"); got != 0 {
+			t.Errorf("n=%d: Ord(absent) = %d, want 0", n, got)
+		}
+	}
+}

@@ -35,6 +35,9 @@ type Tuple []Value
 type Dict struct {
 	Keys []string
 	M    map[string]Value
+
+	ordMu sync.Mutex
+	ord   map[string]int // position of each key, built by Ord for large dicts
 }
 
 // NewDict returns an empty dict with room for n entries.
@@ -52,6 +55,31 @@ func (d *Dict) Set(k string, v Value) {
 func (d *Dict) Get(k string) (Value, bool) {
 	v, ok := d.M[k]
 	return v, ok
+}
+
+// Ord returns the position of key k in d.Keys (0 when absent). Large
+// dicts keep an index, so that visiting every key of a trace object costs
+// linear time in all, not quadratic. It is safe for concurrent use.
+func (d *Dict) Ord(k string) int {
+	if len(d.Keys) <= 32 {
+		for i, kk := range d.Keys {
+			if kk == k {
+				return i
+			}
+		}
+		return 0
+	}
+	d.ordMu.Lock()
+	defer d.ordMu.Unlock()
+	if len(d.ord) != len(d.Keys) {
+		d.ord = make(map[string]int, len(d.Keys))
+		for i, kk := range d.Keys {
+			if _, dup := d.ord[kk]; !dup {
+				d.ord[kk] = i
+			}
+		}
+	}
+	return d.ord[k]
 }
 
 // Len returns the number of entries (0 for a nil dict).

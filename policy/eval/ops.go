@@ -525,14 +525,7 @@ func normIndex(pos syntax.Pos, i int64, n int) int {
 	return int(i)
 }
 
-func keyOrd(d *builtin.Dict, k string) int {
-	for i, kk := range d.Keys {
-		if kk == k {
-			return i
-		}
-	}
-	return 0
-}
+func keyOrd(d *builtin.Dict, k string) int { return d.Ord(k) }
 
 func isSpace(r rune) bool {
 	return unicode.IsSpace(r) || r == 0x1c || r == 0x1d || r == 0x1e || r == 0x1f
