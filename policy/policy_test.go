@@ -878,3 +878,42 @@ func TestDictKeyWalkLinear(t *testing.T) {
 		t.Errorf("ranges %s", got)
 	}
 }
+
+// TestWallTimeInsideOneLine: the wall-time budget and cancellation also
+// stop a single line that loops for long (nested comprehensions), not only
+// between line evaluations.
+func TestWallTimeInsideOneLine(t *testing.T) {
+	src := "raise \"slow\" if:\n    L := [1] * 20000\n    len([len([1 for b in L if False]) for a in L]) > 0\n"
+	tr := mustTrace(t, `[]`)
+	run := func(p *policy.Policy, ctx context.Context) (*policy.Result, error) {
+		type out struct {
+			res *policy.Result
+			err error
+		}
+		done := make(chan out, 1)
+		start := time.Now()
+		go func() {
+			res, err := p.Analyze(ctx, tr, nil)
+			done <- out{res, err}
+		}()
+		select {
+		case o := <-done:
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("stopped after %v, want about 50ms", d)
+			}
+			return o.res, o.err
+		case <-time.After(20 * time.Second):
+			t.Fatal("still running 20s after a 50ms budget")
+			return nil, nil
+		}
+	}
+	res, err := run(mustLoad(t, src, policy.Options{WallTime: 50 * time.Millisecond}), context.Background())
+	if err != nil || len(res.Failures) != 1 || res.Failures[0].Kind != "budget_exceeded" || !strings.Contains(res.Failures[0].Message, "wall-time") {
+		t.Errorf("wall time: %+v, %v", res, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := run(mustLoad(t, src, policy.Options{}), ctx); !errors.Is(err, policy.ErrCancelled) {
+		t.Errorf("cancel: err = %v, want cancelled", err)
+	}
+}

@@ -1101,6 +1101,9 @@ func (c *compiler) listComp(x *syntax.ListComp) evalFn {
 		out := []builtin.Value{}
 		saved := f.slots[slot]
 		for _, e := range els {
+			if f.an != nil {
+				f.an.poll()
+			}
 			f.slots[slot] = e
 			if cond != nil && !builtin.Truthy(cond(f)) {
 				continue

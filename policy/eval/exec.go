@@ -170,6 +170,7 @@ type analysis struct {
 	constErr  []*rtError
 	constDone []uint8
 	steps     int64
+	polls     int64 // calls of poll
 	ruleSteps int64
 	deadline  time.Time
 	failures  []Failure
@@ -269,6 +270,22 @@ func (an *analysis) fail(rule int, pos syntax.Pos, kind builtin.ErrorKind, msg s
 	if !an.failSeen[fl] {
 		an.failSeen[fl] = true
 		an.failures = append(an.failures, fl)
+	}
+}
+
+// poll checks the context and the wall-time budget every CheckEvery
+// calls without counting steps: loops inside one line (comprehensions)
+// call it so that a long line can still be stopped.
+func (an *analysis) poll() {
+	an.polls++
+	if an.polls%an.opts.CheckEvery != 0 {
+		return
+	}
+	if err := an.ctx.Err(); err != nil {
+		panic(&cancelError{err})
+	}
+	if !an.deadline.IsZero() && time.Now().After(an.deadline) {
+		panic(&budgetError{wall: true, msg: fmt.Sprintf("analysis exceeded its wall-time budget of %s", an.opts.WallTime)})
 	}
 }
 
