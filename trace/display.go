@@ -56,21 +56,25 @@ func writeRepr(b *strings.Builder, v Value) {
 		b.WriteByte('{')
 		// Python dicts keep one entry per key: the last value, at the
 		// position of the first occurrence.
-		seen := map[string]bool{}
+		// One pass for the last positions (Get per member was quadratic).
+		last := make(map[string]int, len(v.Members))
+		for i, m := range v.Members {
+			last[m.Key] = i
+		}
 		first := true
 		for _, m := range v.Members {
-			if seen[m.Key] {
-				continue
+			j, ok := last[m.Key]
+			if !ok {
+				continue // written at its first position
 			}
-			seen[m.Key] = true
+			delete(last, m.Key)
 			if !first {
 				b.WriteString(", ")
 			}
 			first = false
 			writePyString(b, m.Key)
 			b.WriteString(": ")
-			last, _ := v.Get(m.Key)
-			writeRepr(b, last)
+			writeRepr(b, v.Members[j].Value)
 		}
 		b.WriteByte('}')
 	default:
