@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -130,9 +131,12 @@ func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	var dst io.Writer = stdout
 	var f *os.File
 	if *out != "" && *out != "-" {
-		if f, err = os.Create(*out); err != nil {
+		// Write beside the target and rename on success, so a failed
+		// export never leaves a truncated file that looks complete.
+		if f, err = os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".*.part"); err != nil {
 			return fmt.Errorf("export: %w", err)
 		}
+		defer os.Remove(f.Name()) // no-op after the rename
 		dst = f
 	}
 	prog := newProgress(stderr, "export "+*dataset, -1, sf.quiet)
@@ -140,6 +144,11 @@ func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr
+		}
+		if err == nil {
+			if err = os.Chmod(f.Name(), 0o644); err == nil {
+				err = os.Rename(f.Name(), *out)
+			}
 		}
 	}
 	prog.done(err == nil)

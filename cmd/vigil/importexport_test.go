@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -142,5 +144,36 @@ func TestReceiptsVerifyOnServerOutput(t *testing.T) {
 	code, out, _ = runVigil(t, string(short), "receipts", "verify", "-", "--public-key", pub)
 	if code != 1 || !strings.Contains(out, "close_hash_mismatch") {
 		t.Fatalf("verify truncated: %d %s", code, out)
+	}
+}
+
+// TestExportFailureLeavesNoFile: an export cut off mid-stream exits 2 and
+// leaves neither a truncated -o file nor a temporary one behind.
+func TestExportFailureLeavesNoFile(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/api/v1/user/identity":
+			fmt.Fprint(w, `{"username": "admin", "id": "u1"}`)
+		case strings.HasPrefix(r.URL.Path, "/api/v1/dataset/byuser/"):
+			fmt.Fprint(w, `{"id": "01a1fcc7-12c3-7000-a251-20a6430ddaf7", "name": "d"}`)
+		case strings.Contains(r.URL.Path, "download") || strings.Contains(r.URL.Path, "export"):
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			fmt.Fprint(w, `{"metadata": {}}`+"\n"+`{"index": 0, "messages": [`)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the connection breaks mid-stream
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "d.jsonl")
+	code, _, errs := runVigil(t, "", "export", "--dataset", "d", "--url", srv.URL, "--api-key", testKey, "-o", out, "-q")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr %s", code, errs)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 0 {
+		t.Fatalf("a failed export left files behind: %v", entries)
 	}
 }
