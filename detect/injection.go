@@ -3,6 +3,7 @@ package detect
 import (
 	"encoding/base64"
 	"regexp"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
@@ -306,6 +307,14 @@ func findInjectionRules(ns string) [][]int {
 	for i := range lastLine {
 		lastLine[i] = -1
 	}
+	// Line starts and ends come from the newline positions (searching
+	// back from each hit was quadratic on a long line full of triggers).
+	var nls []int
+	for i := 0; i < len(ns); i++ {
+		if ns[i] == '\n' {
+			nls = append(nls, i)
+		}
+	}
 	for _, h := range hits {
 		w := injectionKW.words[h.Word]
 		start := h.End - len(w)
@@ -328,17 +337,18 @@ func findInjectionRules(ns string) [][]int {
 				}
 				continue
 			}
-			ls := strings.LastIndexByte(ns[:start], '\n') + 1
+			k := sort.SearchInts(nls, start) // first newline at or after start
+			ls, le := 0, len(ns)
+			if k > 0 {
+				ls = nls[k-1] + 1
+			}
+			if k < len(nls) {
+				le = nls[k]
+			}
 			if ls == lastLine[ri] {
 				continue
 			}
 			lastLine[ri] = ls
-			le := strings.IndexByte(ns[start:], '\n')
-			if le < 0 {
-				le = len(ns)
-			} else {
-				le += start
-			}
 			if loc := r.re.FindStringIndex(ns[ls:le]); loc != nil {
 				out[ri] = []int{ls + loc[0], ls + loc[1]}
 			}
