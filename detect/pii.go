@@ -77,10 +77,14 @@ func PII(text string, entities []string) []Match {
 					continue
 				}
 			}
-			e := numericRun(text, i)
+			e, end := numericRun(text, i)
 			if e > i {
 				scanNumeric(text, i, e, add)
 				i = e - 1
+			} else {
+				// No digit in the whole run: no later start inside it has
+				// one either, so skip it (rescanning it was quadratic).
+				i = end - 1
 			}
 		case c == ':':
 			// Every colon of a token gives the same token: skip past it.
@@ -274,9 +278,10 @@ func hasPrefixFold(s, prefix string) bool {
 // --- numbers: credit cards, SSNs, phone numbers, IPv4 ---
 
 // numericRun returns the end of the run of digits and separators starting
-// at i, trimmed back to its last digit.
-func numericRun(text string, i int) int {
-	e := i
+// at i, trimmed back to its last digit (e, or i when it has no digit), and
+// end, the end of the run before trimming (at least i+1).
+func numericRun(text string, i int) (e, end int) {
+	e = i
 	for e < len(text) {
 		c := text[e]
 		if isDigit(c) || c == ' ' || c == '-' || c == '.' || c == '(' || c == ')' || c == '+' || c == '/' {
@@ -285,10 +290,11 @@ func numericRun(text string, i int) int {
 		}
 		break
 	}
+	end = e
 	for e > i && !isDigit(text[e-1]) {
 		e--
 	}
-	return e
+	return e, max(end, i+1)
 }
 
 var (

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func piiString(ms []Match, text string) []string {
@@ -108,4 +109,21 @@ func TestPIIPathological(t *testing.T) {
 	}
 }
 
-var pathologicalPII = []string{"1:", "a@", "1 ", "http://x", "DE89", "1.", "+1-", "bc1q", "1Bv"}
+var pathologicalPII = []string{"1:", "a@", "1 ", "http://x", "DE89", "1.", "+1-", "bc1q", "1Bv", "(", "+ ", "(-"}
+
+// TestPIIDigitlessSeparatorRun: a long run of number separators without a
+// digit ("((((", "+ + + ") is skipped at once; it was rescanned from every
+// position (200,000 "(" took about 40 s). Numbers after it are found.
+func TestPIIDigitlessSeparatorRun(t *testing.T) {
+	for _, unit := range []string{"(", "+ ", "(-", ")"} {
+		text := strings.Repeat(unit, 200000/len(unit)) + "x call (415) 555-2671"
+		start := time.Now()
+		got := piiString(PII(text, nil), text)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%q run: took %v", unit, d)
+		}
+		if want := []string{"PHONE_NUMBER:(415) 555-2671"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%q run: got %v, want %v", unit, got, want)
+		}
+	}
+}
