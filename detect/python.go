@@ -390,12 +390,16 @@ func PythonCode(src string) PythonCodeResult {
 			r.Builtins = append(r.Builtins, t.text)
 		}
 		// A dotted name followed by "(" is a call.
+		// (A builder: += on a long chain "a.a.a…" was quadratic.)
 		j := i
-		callee := t.text
+		var cb strings.Builder
+		cb.WriteString(t.text)
 		for j+2 < len(toks) && toks[j+1].kind == pyOp && toks[j+1].text == "." && toks[j+2].kind == pyName {
-			callee += "." + toks[j+2].text
+			cb.WriteString(".")
+			cb.WriteString(toks[j+2].text)
 			j += 2
 		}
+		callee := cb.String()
 		if j+1 < len(toks) && toks[j+1].kind == pyOp && toks[j+1].text == "(" && !seenCall[callee] {
 			seenCall[callee] = true
 			r.FunctionCalls = append(r.FunctionCalls, callee)
@@ -413,11 +417,12 @@ func pyImport(toks []pyToken, i int, r *PythonCodeResult) int {
 	}
 	stmt := toks[i:end]
 	if stmt[0].text == "from" {
-		mod := ""
+		var mb strings.Builder
 		k := 1
 		for ; k < len(stmt) && !(stmt[k].kind == pyName && stmt[k].text == "import"); k++ {
-			mod += stmt[k].text
+			mb.WriteString(stmt[k].text)
 		}
+		mod := mb.String()
 		// As Python's ast reports it: "from ..pkg import x" gives "pkg";
 		// a bare relative import ("from . import x") gives its dots.
 		if m := strings.TrimLeft(mod, "."); m != "" {
@@ -428,23 +433,24 @@ func pyImport(toks []pyToken, i int, r *PythonCodeResult) int {
 		}
 		return end - 1
 	}
-	name := ""
+	var name strings.Builder
 	skip := false
 	for _, t := range stmt[1:] {
 		switch {
 		case t.kind == pyOp && t.text == ",":
-			if name != "" {
-				r.Imports = append(r.Imports, name)
+			if name.Len() > 0 {
+				r.Imports = append(r.Imports, name.String())
 			}
-			name, skip = "", false
+			name.Reset()
+			skip = false
 		case t.kind == pyName && t.text == "as":
 			skip = true
 		case !skip:
-			name += t.text
+			name.WriteString(t.text)
 		}
 	}
-	if name != "" {
-		r.Imports = append(r.Imports, name)
+	if name.Len() > 0 {
+		r.Imports = append(r.Imports, name.String())
 	}
 	return end - 1
 }

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPythonCode(t *testing.T) {
@@ -60,6 +61,23 @@ func TestPythonCode(t *testing.T) {
 				t.Errorf("syntax error %v %q, want %q", r.SyntaxError, r.SyntaxErrorMessage, tt.syntax)
 			}
 		})
+	}
+}
+
+// TestPythonCodeLongDottedNames: long dotted names in calls and imports
+// are built in linear time (string += per segment was quadratic: 200,000
+// segments took about 10 s).
+func TestPythonCodeLongDottedNames(t *testing.T) {
+	chain := "a" + strings.Repeat(".a", 200000)
+	for _, src := range []string{chain + "()", "import " + chain, "from " + chain + " import x"} {
+		start := time.Now()
+		r := PythonCode(src)
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%.12s…: took %v", src, d)
+		}
+		if len(r.FunctionCalls)+len(r.Imports) != 1 || r.SyntaxError {
+			t.Errorf("%.12s…: calls %d imports %d syntax error %v", src, len(r.FunctionCalls), len(r.Imports), r.SyntaxError)
+		}
 	}
 }
 
