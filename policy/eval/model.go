@@ -23,10 +23,11 @@ type Model struct {
 	// Warnings are normalisation warnings ("invalid tool arguments at event N").
 	Warnings []string
 
-	calls   []*builtin.ToolCall // every tool call, for linking outputs
-	sel     map[string]*selection
-	toolSel map[string]*selection
-	byTool  map[string][]int // function name -> positions in Seq of calls (and outputs linked to them)
+	calls    []*builtin.ToolCall                 // every tool call, for linking outputs
+	callByID map[builtin.Value]*builtin.ToolCall // the most recent call with each id
+	sel      map[string]*selection
+	toolSel  map[string]*selection
+	byTool   map[string][]int // function name -> positions in Seq of calls (and outputs linked to them)
 }
 
 // selection is the cached selection of one type name over the whole trace.
@@ -94,12 +95,9 @@ func (m *Model) Append(evs []*trace.Event) {
 			} else if n := len(m.calls); n > 0 {
 				out.ToolCallID = m.calls[n-1].ID
 			}
-			for i := len(m.calls) - 1; i >= 0; i-- {
-				if builtin.Equal(m.calls[i].ID, out.ToolCallID) {
-					out.Call = m.calls[i]
-					break
-				}
-			}
+			// the most recent call with that id (a map: scanning back
+			// through every call was quadratic)
+			out.Call = m.callByID[out.ToolCallID]
 			builtin.LocateContent(out)
 			m.Events = append(m.Events, out)
 			m.Seq = append(m.Seq, out)
@@ -157,6 +155,10 @@ func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int)
 	tc.Function = fn
 	m.Seq = append(m.Seq, tc)
 	m.calls = append(m.calls, tc)
+	if m.callByID == nil {
+		m.callByID = map[builtin.Value]*builtin.ToolCall{}
+	}
+	m.callByID[tc.ID] = tc
 	m.byTool[fn.Name] = append(m.byTool[fn.Name], len(m.Seq)-1)
 	return tc
 }

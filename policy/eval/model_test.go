@@ -1,8 +1,10 @@
 package eval
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vigilhq/vigil/policy/builtin"
 	"github.com/vigilhq/vigil/trace"
@@ -90,5 +92,46 @@ func TestSelect(t *testing.T) {
 		if got := render(m.Select(tt.typ)); got != tt.want {
 			t.Errorf("Select(%s)\n got %s\nwant %s", tt.typ, got, tt.want)
 		}
+	}
+}
+
+// TestModelLinkingLinear: linking tool outputs to calls uses an index;
+// scanning back through every call for each output was quadratic (40,000
+// calls and 40,000 unmatched outputs took about 30 s). Links still go to
+// the most recent call with the id, null matching null.
+func TestModelLinkingLinear(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`[{"role": "assistant", "content": null, "tool_calls": [`)
+	const n = 40000
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id": "c%d", "function": {"name": "f"}}`, i)
+	}
+	b.WriteString(`]}`)
+	for i := range n {
+		fmt.Fprintf(&b, `, {"role": "tool", "tool_call_id": "x%d", "content": "o"}`, i)
+	}
+	b.WriteString(`, {"type": "function", "id": "c7", "function": {"name": "g"}}, {"type": "function", "id": null, "function": {"name": "h"}}`)
+	b.WriteString(`, {"role": "tool", "tool_call_id": "c7", "content": "o"}, {"role": "tool", "tool_call_id": null, "content": "o"}]`)
+	tr, err := trace.Decode([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	m := NewModel(tr)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("NewModel took %v", d)
+	}
+	evs := m.Events
+	if out := evs[1].(*builtin.ToolOutput); out.Call != nil {
+		t.Errorf("unmatched output linked to %+v", out.Call)
+	}
+	if out := evs[len(evs)-2].(*builtin.ToolOutput); out.Call == nil || out.Call.Function.Name != "g" {
+		t.Errorf("output for c7 linked to %+v, want the later call g", out.Call)
+	}
+	if out := evs[len(evs)-1].(*builtin.ToolOutput); out.Call == nil || out.Call.Function.Name != "h" {
+		t.Errorf("output with null id linked to %+v, want h", out.Call)
 	}
 }
