@@ -118,7 +118,7 @@ func TestPromptInjectionLongLine(t *testing.T) {
 	text := strings.Repeat("ignore ", 100000)
 	start := time.Now()
 	r := PromptInjection(text)
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > 20*time.Second { // ~0.3 s, ~5 s with -race; was ~40 s
 		t.Errorf("took %v", d)
 	}
 	if r.Score != 0 {
