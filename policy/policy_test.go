@@ -777,6 +777,10 @@ func TestRepetitionOverflow(t *testing.T) {
 		{`[m.content, 1] * 4611686018427387904 == []`, "value_error"},
 		{`m.content.strip("abcd") * 4611686018427387904 == ""`, ""},
 		{`[] * (4611686018427387904 + len(m.content)) == []`, ""},
+		{`m.content * 10 ** 30 == ""`, "value_error"},
+		{`10 ** 30 * [m.content] == []`, "value_error"},
+		{`m.content * -10 ** 30 == ""`, ""},
+		{`-10 ** 30 * [m.content] == []`, ""},
 	} {
 		src := "raise \"x\" if:\n    (m: Message)\n    " + tt.line + "\n"
 		p := mustLoad(t, src, policy.Options{})

@@ -86,6 +86,21 @@ func arith(f *frame, pos syntax.Pos, op syntax.Token, a, b builtin.Value) builti
 			}
 		}
 	case syntax.STAR:
+		if aBig {
+			a, b = b, a
+			bBig = true
+		}
+		if _, isSeq := a.([]builtin.Value); bBig && (builtin.IsStr(a) || isSeq) {
+			// A count beyond int64: empty when negative, else too large
+			// (Python: "" and OverflowError), not an operand type error.
+			if b.(*big.Int).Sign() < 0 {
+				if isSeq {
+					return []builtin.Value{}
+				}
+				return ""
+			}
+			throw(pos, builtin.ValueError, "repetition too large")
+		}
 		if aok && !afl {
 			a, b, bi = b, a, ai
 		}
