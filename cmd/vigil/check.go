@@ -135,6 +135,8 @@ file); without one, a policy using them fails to load.`, stderr)
 		return errors.New("check: give exactly one of --trace and --dataset")
 	case cfg.format != "text" && cfg.format != "json":
 		return fmt.Errorf("check: --format must be text or json, not %q", cfg.format)
+	case cfg.pending < 0 && flagSet(fs, "pending"):
+		return fmt.Errorf("check: --pending must be 0 or more, not %d", cfg.pending)
 	}
 	if f, ok := stdout.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("NO_COLOR") == "" {
@@ -178,6 +180,13 @@ file); without one, a policy using them fails to load.`, stderr)
 		printText(stdout, cfg, t, res)
 	}
 	return checkExit(len(res.Errors) > 0, len(res.Failures) > 0, false)
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // writeJSONLine writes v as one line of JSON, without HTML escaping (so a

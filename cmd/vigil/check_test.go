@@ -60,6 +60,7 @@ func TestCheck(t *testing.T) {
 		{name: "step budget", args: []string{"--policy", dir + "email.pol", "--trace", dir + "inbox.json", "--max-steps", "1"}, code: 3,
 			stdout: []string{"failure: rule 0 at testdata/check/email.pol:3:1: budget_exceeded: rule exceeded its evaluation budget of 1 steps"}, jsonErrors: -1},
 		{name: "no policy", args: []string{"--trace", dir + "inbox.json"}, code: 2, stderr: []string{"--policy is required"}, jsonErrors: -1},
+		{name: "negative pending", args: []string{"--policy", dir + "email.pol", "--trace", dir + "inbox.json", "--pending", "-1"}, code: 2, noStdout: true, stderr: []string{"--pending must be 0 or more, not -1"}, jsonErrors: -1},
 		{name: "both inputs", args: []string{"--policy", dir + "mail.pol", "--trace", "a", "--dataset", "b"}, code: 2, stderr: []string{"exactly one of --trace and --dataset"}, jsonErrors: -1},
 		{name: "help", args: []string{"-h"}, code: 0, stderr: []string{"Usage: vigil check"}, jsonErrors: -1},
 	}
