@@ -133,11 +133,20 @@ func (p *HTTPProvider) attempt(ctx context.Context, url string, reqBody []byte) 
 		return nil, true, 0, fmt.Errorf("%w: POST %s: %v", ErrProvider, url, err)
 	}
 	defer resp.Body.Close()
-	body, err = io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	const maxBody = 32 << 20
+	body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
 		return nil, true, 0, fmt.Errorf("%w: POST %s: read response: %v", ErrProvider, url, err)
 	}
+	if len(body) > maxBody {
+		return nil, false, 0, fmt.Errorf("%w: POST %s: response larger than %d bytes", ErrProvider, url, maxBody)
+	}
 	if resp.StatusCode/100 == 2 {
+		// Only JSON is returned (and so cached): a 200 page from a proxy
+		// must not answer every later call with the same text.
+		if !json.Valid(body) {
+			return nil, true, 0, fmt.Errorf("%w: POST %s: %s: the response is not JSON", ErrProvider, url, resp.Status)
+		}
 		return body, false, 0, nil
 	}
 	msg := strings.TrimSpace(string(body))
@@ -146,7 +155,11 @@ func (p *HTTPProvider) attempt(ctx context.Context, url string, reqBody []byte) 
 		msg = ae.Error.Message
 	}
 	if len(msg) > 300 {
-		msg = msg[:300] + "…"
+		cut := 300
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut-- // not inside a UTF-8 sequence
+		}
+		msg = msg[:cut] + "…"
 	}
 	retry = resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // mockModel is a local OpenAI-compatible server: fixed embeddings per
@@ -287,5 +288,38 @@ func TestHTTPProviderRetryPolicy(t *testing.T) {
 	p.sleep = func(context.Context, time.Duration) error { cancel(); return context.Canceled }
 	if _, err := p.Moderate(ctx, "", "c"); err == nil || calls.Load() != 1 {
 		t.Errorf("cancelled: err %v after %d calls, want 1 call", err, calls.Load())
+	}
+}
+
+// TestHTTPProviderNonJSONNotCached: a 200 answer that is not JSON (a proxy
+// page) is a provider error and is not cached, so the next call asks
+// again; a long error body is cut on a character boundary.
+func TestHTTPProviderNonJSONNotCached(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch calls.Add(1) {
+		case 1:
+			w.Write([]byte("<html>gateway says hi</html>"))
+		case 2:
+			http.Error(w, "a"+strings.Repeat("é", 400), http.StatusBadRequest)
+		default:
+			w.Write([]byte(`{"results": [{"flagged": true, "category_scores": {"hate": 0.9}}]}`))
+		}
+	}))
+	defer srv.Close()
+	p, err := NewHTTPProvider(Config{BaseURL: srv.URL, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := p.Moderate(ctx, "", "x"); !errors.Is(err, ErrProvider) || !strings.Contains(err.Error(), "not JSON") {
+		t.Errorf("proxy page: err = %v, want a provider error", err)
+	}
+	_, err = p.Moderate(ctx, "", "x")
+	if err == nil || !utf8.ValidString(err.Error()) {
+		t.Errorf("long error body: err = %q, want a valid UTF-8 provider error", err)
+	}
+	if m, err := p.Moderate(ctx, "", "x"); err != nil || !m.Flagged {
+		t.Errorf("third call: %+v, %v; want the real answer", m, err)
 	}
 }
