@@ -319,12 +319,7 @@ func (p *parser) parsePredicate() Stmt {
 		p.next()
 	default:
 		p.errorExpected("':=' or ':' after the parameters of predicate " + s.Name.Name)
-		p.skipLine()
-		if p.tok.tok == INDENT {
-			s.Body = p.parseBodyLines()
-		} else {
-			s.Body = &Body{Start: p.tok.pos, EndPos: p.tok.pos}
-		}
+		s.Body = p.recoverBody()
 		return s
 	}
 	s.Body = p.parseBlock()
@@ -347,23 +342,13 @@ func (p *parser) parseRule() Stmt {
 	s.If = p.tok.pos
 	if p.tok.tok != IF {
 		p.errorExpected("'if'")
-		p.skipLine()
-		if p.tok.tok == INDENT {
-			s.Body = p.parseBodyLines()
-		} else {
-			s.Body = &Body{Start: p.tok.pos, EndPos: p.tok.pos}
-		}
+		s.Body = p.recoverBody()
 		return s
 	}
 	p.next()
 	if p.tok.tok != COLON {
 		p.errorExpected("':' after 'if'")
-		p.skipLine()
-		if p.tok.tok == INDENT {
-			s.Body = p.parseBodyLines()
-		} else {
-			s.Body = &Body{Start: p.tok.pos, EndPos: p.tok.pos}
-		}
+		s.Body = p.recoverBody()
 		return s
 	}
 	p.next()
@@ -458,12 +443,7 @@ func (p *parser) parseLine() Line {
 		q.Colon = p.tok.pos
 		if p.tok.tok != COLON {
 			p.errorExpected("':'")
-			p.skipLine()
-			if p.tok.tok == INDENT {
-				q.Body = p.parseBodyLines()
-			} else {
-				q.Body = &Body{Start: p.tok.pos, EndPos: p.tok.pos}
-			}
+			q.Body = p.recoverBody()
 			return q
 		}
 		p.next()
@@ -1113,4 +1093,16 @@ func (p *parser) parseSubExpr(start, end int) Expr {
 		sp.error(sp.tok.pos, "f-string: unexpected "+sp.describe(sp.tok))
 	}
 	return x
+}
+
+// recoverBody resynchronises after an error in a block header: it skips the
+// rest of the header line and parses the indented lines that follow, if
+// any, so that errors in the body are still reported. Without a block it
+// returns an empty body at the current position.
+func (p *parser) recoverBody() *Body {
+	p.skipLine()
+	if p.tok.tok == INDENT {
+		return p.parseBodyLines()
+	}
+	return &Body{Start: p.tok.pos, EndPos: p.tok.pos}
 }
