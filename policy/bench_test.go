@@ -13,8 +13,8 @@ import (
 )
 
 // benchPolicy is a corpus of five realistic rules: a two-variable flow
-// rule over tool patterns, a find rule, a substring rule, a predicate and
-// a match rule with a negation.
+// rule over tool patterns, a secrets detector rule, a substring rule, a
+// predicate and a match rule with a negation.
 const benchPolicy = `
 from invariant.detectors import secrets
 
@@ -27,10 +27,9 @@ raise "must not mail anyone but Peter after reading the inbox" if:
     call is tool:get_inbox
     call2 is tool:send_email({to: "^(?!Peter$).*$"})
 
-raise PolicyViolation("AWS key in a user message", msg=msg) if:
-    (msg: Message)
-    msg.role == "user"
-    any(find(r"AKIA[0-9A-Z]{16}", msg.content))
+raise PolicyViolation("secret in a tool output", out=out) if:
+    (out: ToolOutput)
+    any(secrets(out))
 
 raise "prompt injection in a tool output" if:
     (out: ToolOutput)
@@ -75,7 +74,11 @@ func genTrace(n int) []any {
 		}
 		id := fmt.Sprint("c", i)
 		out = append(out, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function", "function": map[string]any{"name": name, "arguments": args}}}})
-		out = append(out, map[string]any{"role": "tool", "tool_call_id": id, "content": fmt.Sprintf("result %d: the file contains a few lines of ordinary text and numbers 12345.", i)})
+		result := fmt.Sprintf("result %d: the file contains a few lines of ordinary text and numbers 12345.", i)
+		if i%50 == 5 {
+			result += " AWS_ACCESS_KEY_ID=AKIAZ7VQ3XKP4MBL2NWE" // one leaked key in every 200 events
+		}
+		out = append(out, map[string]any{"role": "tool", "tool_call_id": id, "content": result})
 		out = append(out, map[string]any{"role": "assistant", "content": "Done. Anything else?"})
 	}
 	return out[:n]
