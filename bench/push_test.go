@@ -16,29 +16,13 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/internal/pgtest"
+	"github.com/vigilhq/vigil/internal/tracegen"
 )
 
 // pushBody is one push request of n traces × m events shaped like an agent
 // run (user, assistant with a tool call, tool output, ...), encoded once.
 func pushBody(n, m int) []byte {
-	var traces []any
-	for i := 0; i < n; i++ {
-		tr := make([]any, 0, m)
-		for k := 0; len(tr) < m; k++ {
-			switch k % 3 {
-			case 0:
-				tr = append(tr, map[string]any{"role": "user", "content": fmt.Sprintf("step %d: please look up order %d and summarise it", k, i)})
-			case 1:
-				tr = append(tr, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
-					"id": fmt.Sprintf("call_%d", k), "type": "function",
-					"function": map[string]any{"name": "lookup_order", "arguments": fmt.Sprintf(`{"order_id": "A-%d", "verbose": true}`, i)}}}})
-			case 2:
-				tr = append(tr, map[string]any{"role": "tool", "tool_call_id": fmt.Sprintf("call_%d", k-1), "content": strings.Repeat("order details ", 8)})
-			}
-		}
-		traces = append(traces, tr)
-	}
-	body, _ := json.Marshal(map[string]any{"messages": traces, "dataset": "bench"})
+	body, _ := json.Marshal(map[string]any{"messages": tracegen.AgentRuns(n, m), "dataset": "bench"})
 	return body
 }
 

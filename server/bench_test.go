@@ -7,12 +7,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/internal/tracegen"
 	"github.com/vigilhq/vigil/ledger"
 )
 
@@ -20,20 +20,7 @@ import (
 // agent run (user, assistant with a tool call, tool output, ...).
 func pushBatch(dataset string, n, m int) client.PushRequest {
 	req := client.PushRequest{Dataset: dataset}
-	for i := 0; i < n; i++ {
-		tr := make([]any, 0, m)
-		for k := 0; len(tr) < m; k++ {
-			switch k % 3 {
-			case 0:
-				tr = append(tr, map[string]any{"role": "user", "content": fmt.Sprintf("step %d: please look up order %d and summarise it", k, i)})
-			case 1:
-				tr = append(tr, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
-					"id": fmt.Sprintf("call_%d", k), "type": "function",
-					"function": map[string]any{"name": "lookup_order", "arguments": fmt.Sprintf(`{"order_id": "A-%d", "verbose": true}`, i)}}}})
-			case 2:
-				tr = append(tr, map[string]any{"role": "tool", "tool_call_id": fmt.Sprintf("call_%d", k-1), "content": strings.Repeat("order details ", 8)})
-			}
-		}
+	for _, tr := range tracegen.AgentRuns(n, m) {
 		req.Messages = append(req.Messages, tr)
 	}
 	return req
