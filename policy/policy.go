@@ -128,7 +128,7 @@ func Load(src string, opts Options) (*Policy, error) {
 	if err != nil {
 		return nil, &loadError{err}
 	}
-	prog, err := eval.CompileWith(file, overrides)
+	prog, err := eval.CompileWith(checked, overrides)
 	if err != nil {
 		return nil, &loadError{err}
 	}

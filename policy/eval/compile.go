@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	"github.com/vigilhq/vigil/policy/builtin"
+	"github.com/vigilhq/vigil/policy/check"
 	"github.com/vigilhq/vigil/policy/syntax"
 )
 
-// This file compiles a parsed policy into closures. It resolves names
-// (spec §4.6) itself, so the evaluator is self-contained; the loader
-// (package check) reports load errors with suggestions before this runs, and
-// anything this compiler rejects is reported as a load error too.
+// This file compiles a checked policy (package check) into closures. Names,
+// variables, line kinds and the variables each line mentions come from the
+// loader; this compiler only builds the closures and the execution plans,
+// and anything it rejects is reported as a load error too.
 
 // evalFn evaluates an expression in a frame. Runtime errors panic with
 // *rtError; the rule executor recovers them at one place.
@@ -58,7 +59,7 @@ func (l *frameLayout) newVar(v *variable) *variable {
 type constant struct {
 	name   string
 	index  int
-	decl   *syntax.ConstDecl
+	decl   *check.Constant
 	fn     evalFn
 	layout *frameLayout
 	state  int // 0 unresolved, 1 compiling, 2 compiled
@@ -67,7 +68,7 @@ type constant struct {
 // predicate is a top-level predicate (spec §4.4).
 type predicate struct {
 	name   string
-	decl   *syntax.PredicateDecl
+	decl   *check.Predicate
 	params []*variable
 	body   *body
 	value  evalFn // inline form
@@ -156,16 +157,13 @@ type rule struct {
 
 // compiler holds the state of one compilation.
 type compiler struct {
+	prog       *check.Program
 	src        *syntax.Source
 	errs       syntax.ErrorList
-	globals    map[string]any // *constant, *predicate, *builtin.Builtin, *builtin.Module, *builtin.Quantifier, typeName
-	consts     []*constant
-	preds      map[string]*predicate
-	params     map[string]bool
-	scope      *scope
+	consts     map[*check.Constant]*constant
+	preds      map[*check.Predicate]*predicate
+	vars       map[*syntax.Ident]*variable // by declaring identifier
 	layout     *frameLayout
-	refs       map[*variable]bool
-	curBody    *body
 	deferFlows bool
 	traceDep   bool
 	builtins   map[string]*builtin.Builtin
@@ -179,233 +177,155 @@ func (c *compiler) lookup(name string) (*builtin.Builtin, bool) {
 	return builtin.Lookup(name)
 }
 
-type typeName string
-
-type scope struct {
-	parent *scope
-	names  map[string]*variable
-}
-
 func (c *compiler) errorf(pos syntax.Pos, format string, args ...any) {
 	c.errs.Add(c.src, pos, fmt.Sprintf(format, args...))
 }
 
-func (c *compiler) lookupVar(name string) *variable {
-	for s := c.scope; s != nil; s = s.parent {
-		if v, ok := s.names[name]; ok {
-			return v
-		}
-	}
-	return nil
-}
-
-func (c *compiler) push() { c.scope = &scope{parent: c.scope, names: map[string]*variable{}} }
-func (c *compiler) pop()  { c.scope = c.scope.parent }
-
-// Compile compiles a parsed policy with the registered built-ins. Errors
+// Compile compiles a checked policy with the registered built-ins. Errors
 // are load errors (*syntax.Error in a syntax.ErrorList).
-func Compile(file *syntax.File) (*Program, error) { return CompileWith(file, nil) }
+func Compile(prog *check.Program) (*Program, error) { return CompileWith(prog, nil) }
 
-// CompileWith compiles a parsed policy; builtins, when not nil, replace the
+// CompileWith compiles a checked policy; builtins, when not nil, replace the
 // registered built-ins of the same names for this program only (a caller's
 // own detector providers, or test doubles of model-backed detectors).
-func CompileWith(file *syntax.File, builtins map[string]*builtin.Builtin) (*Program, error) {
-	c := &compiler{src: file.Source, globals: map[string]any{}, preds: map[string]*predicate{}, params: map[string]bool{}, builtins: builtins}
-	p := &Program{src: file.Source, builtins: builtins}
-	// imports and top-level names first: they apply to the whole file
-	for _, st := range file.Stmts {
-		switch s := st.(type) {
-		case *syntax.ImportStmt:
-			c.importStmt(s)
-		case *syntax.FromImportStmt:
-			c.fromImport(s)
-		case *syntax.ConstDecl:
-			k := &constant{name: s.Name.Name, index: len(c.consts), decl: s}
-			c.consts = append(c.consts, k)
-			c.define(s.Name, k)
-		case *syntax.PredicateDecl:
-			pr := &predicate{name: s.Name.Name, decl: s}
-			c.preds[pr.name] = pr
-			c.define(s.Name, pr)
-		case *syntax.BadStmt:
-			c.errorf(s.Pos(), "invalid statement")
-		}
+func CompileWith(prog *check.Program, builtins map[string]*builtin.Builtin) (*Program, error) {
+	src := prog.File.Source
+	c := &compiler{prog: prog, src: src, consts: map[*check.Constant]*constant{}, preds: map[*check.Predicate]*predicate{},
+		vars: map[*syntax.Ident]*variable{}, builtins: builtins}
+	p := &Program{src: src, builtins: builtins, params: prog.Inputs}
+	for i, k := range prog.Constants {
+		ck := &constant{name: k.Name, index: i, decl: k}
+		c.consts[k] = ck
+		p.consts = append(p.consts, ck)
 	}
-	for _, k := range c.consts {
+	for _, pr := range prog.Predicates {
+		c.preds[pr] = &predicate{name: pr.Name, decl: pr}
+	}
+	for _, k := range p.consts {
 		c.compileConst(k)
 	}
-	for _, pr := range c.preds {
-		c.compilePred(pr)
+	for _, pr := range prog.Predicates {
+		c.compilePred(c.preds[pr])
 	}
-	for _, r := range file.Rules() {
-		p.rules = append(p.rules, c.compileRule(r, len(p.rules)))
+	for _, r := range prog.Rules {
+		p.rules = append(p.rules, c.compileRule(r))
 	}
 	if len(c.errs) > 0 {
 		c.errs.Sort()
 		return nil, c.errs.Err()
 	}
-	p.consts = c.consts
-	for n := range c.params {
-		p.params = append(p.params, n)
-	}
-	sort.Strings(p.params)
 	return p, nil
 }
 
-func (c *compiler) define(id *syntax.Ident, v any) {
-	if old, ok := c.globals[id.Name]; ok && old != v {
-		c.errorf(id.Pos(), "%s already declared", id.Name)
-		return
-	}
-	c.globals[id.Name] = v
-}
-
-func (c *compiler) moduleMember(module, name string) (any, bool) {
-	if _, ok := builtin.Exports(module, name); !ok {
-		return nil, false
-	}
-	{
-		n := name
-		switch n {
-		case "forall", "count":
-			return &builtin.Quantifier{Name: n}, true
-		}
-		for _, t := range builtin.TypeNames {
-			if t == n {
-				return typeName(n), true
-			}
-		}
-		if b, ok := c.lookup(n); ok {
-			return b, true
-		}
-	}
-	return nil, false
-}
-
-func (c *compiler) importStmt(s *syntax.ImportStmt) {
-	name := s.Module.String()
-	if _, ok := builtin.Modules[name]; !ok {
-		c.errorf(s.Module.Pos(), "module %s is not available", name)
-		return
-	}
-	switch {
-	case s.Alias != nil:
-		c.define(s.Alias, &builtin.Module{Name: name})
-	case len(s.Module.Parts) == 1:
-		c.define(s.Module.Parts[0], &builtin.Module{Name: name})
-	default:
-		c.errorf(s.Module.Pos(), "module %s is not available without an alias (import %s as NAME)", name, name)
-	}
-}
-
-func (c *compiler) fromImport(s *syntax.FromImportStmt) {
-	name := s.Module.String()
-	if _, ok := builtin.Modules[name]; !ok {
-		c.errorf(s.Module.Pos(), "module %s is not available", name)
-		return
-	}
-	if s.Star != syntax.NoPos {
-		c.errorf(s.Star, "from %s import * is not supported", name)
-		return
-	}
-	for _, a := range s.Names {
-		v, ok := c.moduleMember(name, a.Name.Name)
-		if !ok {
-			c.errorf(a.Name.Pos(), "module %s has no export %s", name, a.Name.Name)
-			continue
-		}
-		id := a.Name
-		if a.Alias != nil {
-			id = a.Alias
-		}
-		if old, ok := c.globals[id.Name]; ok && fmt.Sprint(old) == fmt.Sprint(v) {
-			continue
-		}
-		c.define(id, v)
-	}
-}
-
 func (c *compiler) withLayout(l *frameLayout, fn func()) {
-	saved, savedScope, savedBody, savedRefs := c.layout, c.scope, c.curBody, c.refs
-	c.layout, c.scope, c.curBody, c.refs = l, nil, nil, nil
+	saved := c.layout
+	c.layout = l
 	fn()
-	c.layout, c.scope, c.curBody, c.refs = saved, savedScope, savedBody, savedRefs
+	c.layout = saved
+}
+
+// variable returns the variable of v, allocating its slot in the current
+// layout on first use.
+func (c *compiler) variable(v *check.Var) *variable {
+	if ev, ok := c.vars[v.Decl]; ok {
+		return ev
+	}
+	ev := &variable{name: v.Name, typ: v.Type, pos: v.Decl.Pos(), line: v.Line}
+	switch v.Kind {
+	case check.FreeVar:
+		ev.kind = varFree
+		ev.order = -1
+	case check.DerivedVar:
+		ev.kind = varDerived
+	case check.AssignedVar:
+		ev.kind = varAssigned
+	case check.ParamVar:
+		ev.kind = varParam
+	case check.CompVar:
+		ev.kind = varComp
+	}
+	c.vars[v.Decl] = c.layout.newVar(ev)
+	return ev
 }
 
 func (c *compiler) compileConst(k *constant) {
-	switch k.state {
-	case 2:
-		return
-	case 1:
-		c.errorf(k.decl.Pos(), "constant %s refers to itself", k.name)
-		k.fn = func(*frame) builtin.Value { return nil }
-		return
+	if k.state != 0 {
+		return // compiling: check rejects cycles
 	}
 	k.state = 1
 	k.layout = &frameLayout{}
-	c.withLayout(k.layout, func() { k.fn = c.expr(k.decl.Value) })
+	if k.decl.Folded {
+		v := foldedValue(k.decl.Const)
+		k.fn = func(*frame) builtin.Value { return v }
+	} else {
+		c.withLayout(k.layout, func() { k.fn = c.expr(k.decl.Value) })
+	}
 	k.state = 2
 }
 
+// foldedValue converts a constant folded by the loader to an engine value.
+func foldedValue(v any) builtin.Value {
+	switch x := v.(type) {
+	case *big.Int:
+		if x.IsInt64() {
+			return x.Int64()
+		}
+		return x
+	case check.List:
+		out := make([]builtin.Value, len(x))
+		for i, e := range x {
+			out[i] = foldedValue(e)
+		}
+		return out
+	case check.Tuple:
+		out := make(builtin.Tuple, len(x))
+		for i, e := range x {
+			out[i] = foldedValue(e)
+		}
+		return out
+	case *check.Dict:
+		d := builtin.NewDict(len(x.Keys))
+		for i, k := range x.Keys {
+			d.Set(k, foldedValue(x.Values[i]))
+		}
+		return d
+	}
+	return v // nil, bool, float64, string
+}
+
 func (c *compiler) compilePred(pr *predicate) {
-	switch pr.state {
-	case 2:
-		return
-	case 1:
-		c.errorf(pr.decl.Pos(), "predicate %s is recursive", pr.name)
-		return
+	if pr.state != 0 {
+		return // compiling: check rejects recursion
 	}
 	pr.state = 1
 	pr.layout = &frameLayout{}
 	c.withLayout(pr.layout, func() {
-		c.push()
 		for _, p := range pr.decl.Params {
-			if !isTypeName(p.Type.Name) {
-				c.errorf(p.Type.Pos(), "unknown type %s", p.Type.Name)
-			}
-			v := c.layout.newVar(&variable{name: p.Name.Name, kind: varParam, typ: p.Type.Name, pos: p.Name.Pos()})
-			if _, dup := c.scope.names[v.name]; dup {
-				c.errorf(p.Name.Pos(), "%s already declared", v.name)
-			}
-			c.scope.names[v.name] = v
-			pr.params = append(pr.params, v)
+			pr.params = append(pr.params, c.variable(p))
 		}
 		savedDep := c.traceDep
 		c.traceDep = false
-		if pr.decl.Body != nil {
+		if pr.decl.Syntax.Body != nil {
 			pr.body = c.body(pr.decl.Body, nil)
 			pr.traceDep = c.traceDep || len(pr.body.free) > 0
-		} else if pr.decl.Value != nil {
-			pr.value = c.expr(pr.decl.Value)
+		} else if pr.decl.Syntax.Value != nil {
+			pr.value = c.expr(pr.decl.Syntax.Value)
 			pr.traceDep = c.traceDep
 		}
 		c.traceDep = savedDep
-		c.pop()
 	})
 	pr.state = 2
 }
 
-func isTypeName(s string) bool {
-	for _, t := range builtin.TypeNames {
-		if t == s {
-			return true
-		}
-	}
-	return false
-}
-
 var eventTypes = map[string]bool{"Message": true, "ToolCall": true, "ToolOutput": true, "Tool": true}
 
-func (c *compiler) compileRule(r *syntax.RuleDecl, index int) *rule {
-	ru := &rule{index: index, pos: r.Pos(), layout: &frameLayout{}}
+func (c *compiler) compileRule(r *check.Rule) *rule {
+	ru := &rule{index: r.Index, pos: r.Syntax.Pos(), layout: &frameLayout{}}
 	c.withLayout(ru.layout, func() {
-		c.push()
 		c.deferFlows = true
-		ru.body = c.body(r.Body, nil, func(b *body) {
-			c.deferFlows = false
-			ru.head = c.head(r.Head)
-		})
-		c.pop()
+		ru.body = c.body(r.Body, nil)
+		c.deferFlows = false
+		ru.head = c.head(r.Head)
 	})
 	ru.pendingSafe = pendingSafe(ru.body)
 	return ru
@@ -423,179 +343,124 @@ func (c *compiler) head(h syntax.Expr) evalFn {
 	return c.expr(h)
 }
 
-// body compiles the lines of a body and plans its execution.
-func (c *compiler) body(sb *syntax.Body, outer *body, then ...func(*body)) *body {
+var lineKinds = [...]lineKind{check.LineDecl: lineDecl, check.LineFlow: lineFlow, check.LineDerived: lineDerive,
+	check.LineAssign: lineAssign, check.LineCond: lineCond, check.LineQuant: lineQuant}
+
+// body compiles the lines of a checked body and plans its execution.
+func (c *compiler) body(cb *check.Body, outer *body) *body {
 	b := &body{outer: outer}
-	savedBody := c.curBody
-	c.curBody = b
-	c.push()
-	defer func() {
-		for _, fn := range then {
-			savedRefs := c.refs
-			c.refs = map[*variable]bool{}
-			fn(b)
-			c.refs = savedRefs
-		}
-		c.pop()
-		c.curBody = savedBody
-	}()
-	if sb == nil || len(sb.Lines) == 0 {
-		if sb != nil {
-			c.errorf(sb.Pos(), "empty body")
+	if cb == nil || cb.Syntax == nil || len(cb.Syntax.Lines) == 0 {
+		if cb != nil && cb.Syntax != nil {
+			c.errorf(cb.Syntax.Pos(), "empty body")
 		}
 		return b
 	}
-	// pass 1: free declarations are visible on every line of the body
-	declare := func(td *syntax.TypedDecl) *variable {
-		if !isTypeName(td.Type.Name) {
-			c.errorf(td.Type.Pos(), "unknown type %s", td.Type.Name)
-		}
-		if _, dup := c.scope.names[td.Name.Name]; dup {
-			c.errorf(td.Name.Pos(), "%s already declared", td.Name.Name)
-			return c.scope.names[td.Name.Name]
-		}
-		v := c.layout.newVar(&variable{name: td.Name.Name, kind: varFree, typ: td.Type.Name, body: b, order: len(b.free), pos: td.Pos()})
-		c.scope.names[v.name] = v
-		b.free = append(b.free, v)
-		b.vars = append(b.vars, v)
-		return v
+	for _, v := range cb.Vars {
+		ev := c.variable(v)
+		ev.body = b
+		b.vars = append(b.vars, ev)
 	}
-	kinds := make([]lineKind, len(sb.Lines))
-	lineDecls := make([][]*variable, len(sb.Lines))
-	for i, l := range sb.Lines {
-		el, ok := l.(*syntax.ExprLine)
-		if !ok {
-			continue
-		}
-		switch x := el.X.(type) {
-		case *syntax.TypedDecl:
-			kinds[i] = lineDecl
-			lineDecls[i] = append(lineDecls[i], declare(x))
-		case *syntax.CompareExpr:
-			if isFlowChain(x) {
-				kinds[i] = lineFlow
-				ops := append([]syntax.Expr{x.X}, x.Ys...)
-				for _, o := range ops {
-					if td, ok := o.(*syntax.TypedDecl); ok {
-						lineDecls[i] = append(lineDecls[i], declare(td))
-					}
-				}
-			} else if _, ok := x.X.(*syntax.TypedDecl); ok && len(x.Ops) == 1 && x.Ops[0].Op == syntax.IN {
-				kinds[i] = lineDerive
-			} else {
-				kinds[i] = lineCond
-			}
-		default:
-			kinds[i] = lineCond
-		}
-	}
-	for i, l := range sb.Lines {
-		ln := &line{index: i, pos: l.Pos(), decls: lineDecls[i]}
-		savedRefs := c.refs
-		c.refs = map[*variable]bool{}
-		savedDep := c.traceDep
-		c.traceDep = false
-		switch s := l.(type) {
-		case *syntax.AssignLine:
-			ln.kind = lineAssign
-			ln.fn = c.expr(s.Value)
-			if _, dup := c.scope.names[s.Name.Name]; dup {
-				c.errorf(s.Name.Pos(), "%s already declared", s.Name.Name)
-			}
-			ln.v = c.layout.newVar(&variable{name: s.Name.Name, kind: varAssigned, body: b, pos: s.Name.Pos(), line: i})
-			c.scope.names[ln.v.name] = ln.v
-			b.vars = append(b.vars, ln.v)
-		case *syntax.QuantLine:
-			ln.kind = lineQuant
-			ln.fn = c.quantifier(s, b)
-		case *syntax.ExprLine:
-			ln.kind = kinds[i]
-			switch ln.kind {
-			case lineDecl:
-				for _, v := range ln.decls {
-					c.refs[v] = true
-				}
-			case lineFlow:
-				ce := s.X.(*syntax.CompareExpr)
-				ops := append([]syntax.Expr{ce.X}, ce.Ys...)
-				vars := make([]*variable, len(ops))
-				for j, o := range ops {
-					vars[j] = c.flowOperand(o)
-				}
-				for j, op := range ce.Ops {
-					if vars[j] != nil && vars[j+1] != nil {
-						ln.flows = append(ln.flows, &flowConstraint{a: vars[j], b: vars[j+1], immediate: op.Op == syntax.SQUIG})
-					}
-				}
-				ln.fn = c.flowLine(ce, vars)
-			case lineDerive:
-				ce := s.X.(*syntax.CompareExpr)
-				td := ce.X.(*syntax.TypedDecl)
-				ln.fn = c.expr(ce.Ys[0])
-				if !isTypeName(td.Type.Name) {
-					c.errorf(td.Type.Pos(), "unknown type %s", td.Type.Name)
-				}
-				if _, dup := c.scope.names[td.Name.Name]; dup {
-					c.errorf(td.Name.Pos(), "%s already declared", td.Name.Name)
-				}
-				ln.v = c.layout.newVar(&variable{name: td.Name.Name, kind: varDerived, typ: td.Type.Name, body: b, pos: td.Pos(), line: i})
-				c.scope.names[ln.v.name] = ln.v
-				b.vars = append(b.vars, ln.v)
-			default:
-				ln.fn = c.expr(s.X)
-				ln.tool, ln.toolV = c.toolHint(s.X)
-			}
-		}
-		ln.refs = c.refs
-		c.refs = savedRefs
-		ln.traceDep = c.traceDep || ln.kind == lineQuant
-		c.traceDep = savedDep || ln.traceDep
-		if c.refs != nil {
-			for v := range ln.refs {
-				c.refs[v] = true
-			}
-		}
-		b.lines = append(b.lines, ln)
+	for i, v := range cb.Free {
+		ev := c.vars[v.Decl]
+		ev.order = i
+		b.free = append(b.free, ev)
 	}
 	sort.SliceStable(b.vars, func(i, j int) bool { return b.vars[i].name < b.vars[j].name })
+	for i, cl := range cb.Lines {
+		ln := &line{index: i, pos: cl.Syntax.Pos(), kind: lineKinds[cl.Kind], refs: map[*variable]bool{}}
+		for _, v := range cl.Declares {
+			if ln.kind == lineDecl || ln.kind == lineFlow {
+				ln.decls = append(ln.decls, c.vars[v.Decl])
+			}
+		}
+		for _, v := range mentions(cl) {
+			ln.refs[c.variable(v)] = true
+		}
+		savedDep := c.traceDep
+		c.traceDep = false
+		switch ln.kind {
+		case lineAssign, lineDerive:
+			ln.fn = c.expr(cl.Value)
+			ln.v = c.vars[cl.Declares[0].Decl]
+		case lineQuant:
+			ln.fn = c.quantifier(cl, b)
+		case lineFlow:
+			vars := make([]*variable, len(cl.FlowVars))
+			for j, v := range cl.FlowVars {
+				if v != nil {
+					vars[j] = c.variable(v)
+				}
+			}
+			for j, op := range cl.FlowOps {
+				if vars[j] != nil && vars[j+1] != nil {
+					ln.flows = append(ln.flows, &flowConstraint{a: vars[j], b: vars[j+1], immediate: op == syntax.SQUIG})
+				}
+			}
+			ln.fn = c.flowLine(cl.Syntax.(*syntax.ExprLine).X.(*syntax.CompareExpr), vars)
+		case lineCond:
+			ln.fn = c.expr(cl.Value)
+			ln.tool, ln.toolV = c.toolHint(cl.Value, b)
+		}
+		ln.traceDep = c.traceDep || ln.kind == lineQuant
+		c.traceDep = savedDep || ln.traceDep
+		b.lines = append(b.lines, ln)
+	}
 	b.plan = c.plan(b)
 	return b
 }
 
-func isFlowChain(x *syntax.CompareExpr) bool {
-	for _, op := range x.Ops {
-		if op.Op != syntax.ARROW && op.Op != syntax.SQUIG {
-			return false
+// mentions returns the variables a line mentions: the variables of its
+// body and the enclosing ones that the loader lists in Uses (without the
+// variable a derived or assigned line declares), the variables a
+// declaration line declares, and, for a quantifier line, the variables of
+// its block that the block mentions.
+func mentions(cl *check.Line) []*check.Var {
+	vs := cl.Uses
+	switch cl.Kind {
+	case check.LineDecl:
+		vs = append(vs[:len(vs):len(vs)], cl.Declares...)
+	case check.LineDerived, check.LineAssign:
+		vs = nil
+		for _, v := range cl.Uses {
+			if !containsVar(cl.Declares, v) {
+				vs = append(vs, v)
+			}
 		}
 	}
-	return true
+	if cl.Quant != nil {
+		for _, inner := range cl.Quant.Body.Lines {
+			for _, v := range mentions(inner) {
+				if v.Body != cl.Body && !containsVar(vs, v) && encloses(cl.Quant.Body, v.Body) {
+					vs = append(vs[:len(vs):len(vs)], v)
+				}
+			}
+		}
+	}
+	return vs
 }
 
-func (c *compiler) flowOperand(o syntax.Expr) *variable {
-	var name *syntax.Ident
-	switch x := o.(type) {
-	case *syntax.TypedDecl:
-		name = x.Name
-	case *syntax.Ident:
-		name = x
-	default:
-		c.errorf(o.Pos(), "-> needs variables on both sides")
-		return nil
+func containsVar(vs []*check.Var, v *check.Var) bool {
+	for _, x := range vs {
+		if x == v {
+			return true
+		}
 	}
-	v := c.lookupVar(name.Name)
-	if v == nil {
-		c.errorf(name.Pos(), "failed to resolve identifier %s", name.Name)
-		return nil
+	return false
+}
+
+// encloses reports whether outer is b or encloses it.
+func encloses(outer, b *check.Body) bool {
+	for ; b != nil; b = b.Outer {
+		if b == outer {
+			return true
+		}
 	}
-	if c.refs != nil {
-		c.refs[v] = true
-	}
-	return v
+	return false
 }
 
 // toolHint recognises `v is tool:NAME...` on a free variable of the
-// current body, for the per-tool-name index.
-func (c *compiler) toolHint(x syntax.Expr) (string, *variable) {
+// body b, for the per-tool-name index.
+func (c *compiler) toolHint(x syntax.Expr, b *body) (string, *variable) {
 	ce, ok := x.(*syntax.CompareExpr)
 	if !ok || len(ce.Ops) != 1 || ce.Ops[0].Op != syntax.IS {
 		return "", nil
@@ -605,8 +470,12 @@ func (c *compiler) toolHint(x syntax.Expr) (string, *variable) {
 	if !ok || !ok2 {
 		return "", nil
 	}
-	v := c.lookupVar(id.Name)
-	if v == nil || v.kind != varFree || v.body != c.curBody || (v.typ != "ToolCall" && v.typ != "ToolOutput") {
+	ref := c.prog.Refs[id]
+	if ref == nil || ref.Var == nil {
+		return "", nil
+	}
+	v := c.vars[ref.Var.Decl]
+	if v == nil || v.kind != varFree || v.body != b || (v.typ != "ToolCall" && v.typ != "ToolOutput") {
 		return "", nil
 	}
 	return tr.Name.Name, v
@@ -890,68 +759,61 @@ func (c *compiler) fstring(x *syntax.FString) evalFn {
 }
 
 func (c *compiler) ident(x *syntax.Ident) evalFn {
-	if v := c.lookupVar(x.Name); v != nil {
-		if c.refs != nil {
-			c.refs[v] = true
-		}
-		if (v.kind == varAssigned || v.kind == varDerived) && v.body == c.curBody && c.curLine() <= v.line {
-			c.errorf(x.Pos(), "%s used before assignment", x.Name)
-		}
-		slot := v.slot
+	ref := c.prog.Refs[x]
+	if ref == nil {
+		c.errorf(x.Pos(), "failed to resolve identifier %s", x.Name)
+		return func(*frame) builtin.Value { return nil }
+	}
+	return c.ref(x, ref)
+}
+
+// ref compiles a use of a name the loader resolved.
+func (c *compiler) ref(x *syntax.Ident, ref *check.Ref) evalFn {
+	switch ref.Kind {
+	case check.RefVar, check.RefParam, check.RefCompVar:
+		slot := c.variable(ref.Var).slot
 		return func(f *frame) builtin.Value { return f.slots[slot] }
-	}
-	g, ok := c.globals[x.Name]
-	if !ok {
-		if x.Name == "input" {
-			c.errorf(x.Pos(), "input must be followed by .NAME")
-			return func(*frame) builtin.Value { return nil }
+	case check.RefConst:
+		k := c.consts[ref.Const]
+		c.compileConst(k)
+		if ref.Const.Folded {
+			v := foldedValue(ref.Const.Const)
+			return func(*frame) builtin.Value { return v }
 		}
-		if b, ok := c.lookup(x.Name); ok && b.Core {
-			g = b
-		} else if isTypeName(x.Name) {
-			g = typeName(x.Name)
-		} else {
-			c.errorf(x.Pos(), "failed to resolve identifier %s", x.Name)
-			return func(*frame) builtin.Value { return nil }
-		}
-	}
-	return c.global(x, g)
-}
-
-// curLine returns the index of the line being compiled in the current
-// body (number of lines compiled so far).
-func (c *compiler) curLine() int {
-	if c.curBody == nil {
-		return 1 << 30
-	}
-	return len(c.curBody.lines)
-}
-
-func (c *compiler) global(x *syntax.Ident, g any) evalFn {
-	switch v := g.(type) {
-	case *constant:
-		c.compileConst(v)
-		k := v
 		pos := x.Pos()
 		return func(f *frame) builtin.Value { return f.an.constant(k, pos) }
-	case *predicate:
-		c.compilePred(v)
-		if v.traceDep {
+	case check.RefPredicate:
+		pr := c.preds[ref.Pred]
+		c.compilePred(pr)
+		if pr.traceDep {
 			c.traceDep = true
 		}
-		val := &predValue{v}
+		val := &predValue{pr}
 		return func(*frame) builtin.Value { return val }
-	case *builtin.Builtin:
-		if err := v.Usable(); err != nil {
-			c.errorf(x.Pos(), "%v", err)
+	case check.RefModule:
+		val := &builtin.Module{Name: ref.Symbol.Module}
+		return func(*frame) builtin.Value { return val }
+	case check.RefBuiltin:
+		switch ref.Symbol.Kind {
+		case check.SymType:
+			val := &typeValue{ref.Symbol.Name}
+			return func(*frame) builtin.Value { return val }
+		case check.SymQuantifier:
+			val := &builtin.Quantifier{Name: ref.Symbol.Name}
+			return func(*frame) builtin.Value { return val }
+		case check.SymFunc:
+			b, ok := c.lookup(ref.Symbol.Name)
+			if !ok {
+				break
+			}
+			if err := b.Usable(); err != nil {
+				c.errorf(x.Pos(), "%v", err)
+			}
+			return func(*frame) builtin.Value { return b }
 		}
-		return func(*frame) builtin.Value { return v }
-	case typeName:
-		val := &typeValue{string(v)}
-		return func(*frame) builtin.Value { return val }
-	default:
-		return func(*frame) builtin.Value { return g }
 	}
+	c.errorf(x.Pos(), "%s is not a value", x.Name)
+	return func(*frame) builtin.Value { return nil }
 }
 
 func (c *compiler) unary(x *syntax.UnaryExpr) evalFn {
@@ -1054,24 +916,12 @@ func (c *compiler) flowLine(ce *syntax.CompareExpr, vars []*variable) evalFn {
 }
 
 func (c *compiler) selector(x *syntax.SelectorExpr) evalFn {
-	if id, ok := x.X.(*syntax.Ident); ok && c.lookupVar(id.Name) == nil {
-		g, isGlobal := c.globals[id.Name]
-		if !isGlobal && id.Name == "input" {
-			name := x.Sel.Name
-			if name == "data" {
-				c.errorf(x.Sel.Pos(), "input.data is reserved")
-			}
-			c.params[name] = true
+	if ref := c.prog.Members[x]; ref != nil {
+		if ref.Kind == check.RefInput {
+			name := ref.Name
 			return func(f *frame) builtin.Value { return f.an.params.M[name] }
 		}
-		if m, ok := g.(*builtin.Module); ok {
-			v, ok := c.moduleMember(m.Name, x.Sel.Name)
-			if !ok {
-				c.errorf(x.Sel.Pos(), "module %s has no export %s", m.Name, x.Sel.Name)
-				return func(*frame) builtin.Value { return nil }
-			}
-			return c.global(x.Sel, v)
-		}
+		return c.ref(x.Sel, ref)
 	}
 	xf := c.expr(x.X)
 	name := x.Sel.Name
@@ -1081,15 +931,16 @@ func (c *compiler) selector(x *syntax.SelectorExpr) evalFn {
 
 func (c *compiler) listComp(x *syntax.ListComp) evalFn {
 	iter := c.expr(x.Iter)
-	c.push()
-	v := c.layout.newVar(&variable{name: x.Var.Name, kind: varComp, pos: x.Var.Pos()})
-	c.scope.names[v.name] = v
+	v, ok := c.vars[x.Var]
+	if !ok {
+		v = c.layout.newVar(&variable{name: x.Var.Name, kind: varComp, pos: x.Var.Pos()})
+		c.vars[x.Var] = v
+	}
 	elt := c.expr(x.Elt)
 	var cond evalFn
 	if x.Cond != nil {
 		cond = c.expr(x.Cond)
 	}
-	c.pop()
 	pos := x.Iter.Pos()
 	slot := v.slot
 	return func(f *frame) builtin.Value {
@@ -1125,17 +976,6 @@ func (c *compiler) call(x *syntax.CallExpr) evalFn {
 		kwvals[i] = c.expr(k.Value)
 	}
 	pos := x.Pos()
-	// static checks for predicates and builtins
-	if id, ok := x.Fun.(*syntax.Ident); ok && c.lookupVar(id.Name) == nil {
-		switch g := c.globals[id.Name].(type) {
-		case *predicate:
-			if len(x.Args)+len(x.Kwargs) != len(g.decl.Params) {
-				c.errorf(x.Pos(), "%s() takes %d arguments (%d given)", g.name, len(g.decl.Params), len(x.Args)+len(x.Kwargs))
-			}
-		case typeName:
-			c.errorf(x.Pos(), "%s is not callable", id.Name)
-		}
-	}
 	return func(f *frame) builtin.Value {
 		fn := fun(f)
 		av := make([]builtin.Value, len(args))
@@ -1153,51 +993,31 @@ func (c *compiler) call(x *syntax.CallExpr) evalFn {
 	}
 }
 
-func (c *compiler) quantifier(q *syntax.QuantLine, outer *body) evalFn {
-	var name string
+func (c *compiler) quantifier(cl *check.Line, outer *body) evalFn {
+	q := cl.Quant
 	var minF, maxF evalFn
-	switch h := q.Header.(type) {
-	case *syntax.Ident:
-		name = c.quantName(h)
-	case *syntax.CallExpr:
-		if id, ok := h.Fun.(*syntax.Ident); ok {
-			name = c.quantName(id)
-		} else {
-			c.errorf(h.Pos(), "not a quantifier")
-		}
-		if name == "forall" {
-			c.errorf(h.Pos(), "forall takes no arguments")
-		}
-		if len(h.Args) > 0 {
-			c.errorf(h.Pos(), "count takes keyword arguments min and max")
-		}
-		for _, k := range h.Kwargs {
-			switch k.Name.Name {
-			case "min":
-				minF = c.expr(k.Value)
-			case "max":
-				maxF = c.expr(k.Value)
-			default:
-				c.errorf(k.Pos(), "count() got an unexpected keyword argument '%s'", k.Name.Name)
-			}
-		}
-	default:
-		c.errorf(q.Header.Pos(), "not a quantifier")
+	if q.Min != nil {
+		minF = c.expr(q.Min)
 	}
-	if name == "count" {
-		if _, ok := q.Header.(*syntax.Ident); ok {
-			c.errorf(q.Header.Pos(), "count needs arguments: count(min=N, max=M)")
+	if q.Max != nil {
+		maxF = c.expr(q.Max)
+	}
+	header := cl.Syntax.(*syntax.QuantLine).Header
+	if q.Kind == check.Count {
+		if _, ok := header.(*syntax.Ident); ok {
+			c.errorf(header.Pos(), "count needs arguments: count(min=N, max=M)")
 		}
 	}
 	savedDefer := c.deferFlows
-	c.deferFlows = name == "count"
+	c.deferFlows = q.Kind == check.Count
 	b := c.body(q.Body, outer)
 	c.deferFlows = savedDefer
-	negate := q.Not != syntax.NoPos
-	pos := q.Header.Pos()
+	forall := q.Kind == check.Forall
+	negate := q.Not
+	pos := header.Pos()
 	return func(f *frame) builtin.Value {
 		var r bool
-		if name == "forall" {
+		if forall {
 			r = f.an.forall(f, b)
 		} else {
 			lo, hi := int64(-1), int64(-1)
@@ -1219,18 +1039,4 @@ func intArg(f *frame, pos syntax.Pos, v builtin.Value, name string) int64 {
 		throw(pos, builtin.TypeError, "count(): %s must be an int", name)
 	}
 	return i
-}
-
-func (c *compiler) quantName(id *syntax.Ident) string {
-	if c.lookupVar(id.Name) == nil {
-		if q, ok := c.globals[id.Name].(*builtin.Quantifier); ok {
-			return q.Name
-		}
-	}
-	if _, ok := c.globals[id.Name]; !ok && c.lookupVar(id.Name) == nil {
-		c.errorf(id.Pos(), "failed to resolve identifier %s (import it: from invariant import %s)", id.Name, id.Name)
-		return ""
-	}
-	c.errorf(id.Pos(), "%s is not a quantifier", id.Name)
-	return ""
 }
