@@ -1,0 +1,282 @@
+package vigil_test
+
+// docs_test checks every policy example of the user documentation
+// (docs/*.md and README.md), so the documentation cannot drift from the
+// engine.
+//
+// Rules, so that the documents stay plain to read:
+//   - Every ```python block is a policy: it must load with policy.Load.
+//     Write fragments that are not whole policies as ```text.
+//   - HTML comments on the lines just before the fence give directives:
+//     <!-- policy: load-error "TEXT" --> (loading must fail with an error
+//     containing TEXT) and <!-- policy: params {"NAME": VALUE} --> (the
+//     input.NAME parameters of the analysis).
+//   - The first ```json block after a policy (before the next policy or
+//     heading) that holds a JSON array, or an object with "messages", is
+//     its trace: the policy is run on it and must not fail to analyse.
+//   - The next ```json block that holds an object with "errors" is the
+//     expected result, the object `vigil check --format json` prints. Only
+//     what it states is compared: the number of violations, and for each
+//     the members given (key, args, kwargs, ranges); failures and warnings
+//     when present.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	_ "github.com/vigilhq/vigil/detect" // registers the detectors the examples call
+	"github.com/vigilhq/vigil/policy"
+)
+
+// docBlock is one fenced block of a markdown file.
+type docBlock struct {
+	file       string
+	line       int // line of the opening fence
+	lang       string
+	text       string
+	directives []string // "load-error ..." and "params ..." from <!-- policy: ... -->
+	section    int      // headings seen before the block
+}
+
+func (b docBlock) pos() string { return fmt.Sprintf("%s:%d", b.file, b.line) }
+
+// parseDocBlocks returns the fenced blocks of a markdown text.
+func parseDocBlocks(file, text string) []docBlock {
+	var blocks []docBlock
+	var cur *docBlock
+	var body strings.Builder
+	var pending []string // directives seen since the last non-comment line
+	section := 0
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		if cur != nil {
+			if trimmed == "```" {
+				cur.text = body.String()
+				blocks = append(blocks, *cur)
+				cur = nil
+				continue
+			}
+			body.WriteString(line)
+			body.WriteByte('\n')
+			continue
+		}
+		switch {
+		case strings.HasPrefix(trimmed, "```"):
+			cur = &docBlock{file: file, line: n, lang: strings.TrimSpace(strings.TrimPrefix(trimmed, "```")),
+				directives: pending, section: section}
+			body.Reset()
+			pending = nil
+		case strings.HasPrefix(trimmed, "<!-- policy:") && strings.HasSuffix(trimmed, "-->"):
+			d := strings.TrimSuffix(strings.TrimPrefix(trimmed, "<!-- policy:"), "-->")
+			pending = append(pending, strings.TrimSpace(d))
+		case trimmed == "":
+		default:
+			pending = nil
+			if strings.HasPrefix(trimmed, "#") {
+				section++
+			}
+		}
+	}
+	return blocks
+}
+
+// docExample is a policy block with its optional trace and expected result.
+type docExample struct {
+	policy        docBlock
+	trace, result *docBlock
+}
+
+// docExamples groups the blocks of one file into examples.
+func docExamples(blocks []docBlock) []docExample {
+	var out []docExample
+	for i, b := range blocks {
+		if b.lang != "python" {
+			continue
+		}
+		ex := docExample{policy: b}
+		for j := i + 1; j < len(blocks); j++ {
+			nb := blocks[j]
+			if nb.lang == "python" || nb.section != b.section {
+				break
+			}
+			if nb.lang != "json" {
+				continue
+			}
+			var v any
+			if json.Unmarshal([]byte(nb.text), &v) != nil {
+				continue
+			}
+			switch x := v.(type) {
+			case []any:
+				if ex.trace == nil {
+					ex.trace = &blocks[j]
+				}
+			case map[string]any:
+				if _, ok := x["messages"]; ok && ex.trace == nil {
+					ex.trace = &blocks[j]
+				} else if _, ok := x["errors"]; ok && ex.trace != nil && ex.result == nil {
+					ex.result = &blocks[j]
+				}
+			}
+			if ex.result != nil {
+				break
+			}
+		}
+		out = append(out, ex)
+	}
+	return out
+}
+
+func TestDocsParse(t *testing.T) {
+	md := "# A\n<!-- policy: params {\"x\": 1} -->\n```python\nraise \"x\" if:\n    1 == 1\n```\ntext\n```json\n[]\n```\n" +
+		"```json\n{\"errors\": []}\n```\n# B\n```json\n[]\n```\n```python\nraise \"y\" if:\n    1 == 1\n```\n"
+	ex := docExamples(parseDocBlocks("t.md", md))
+	if len(ex) != 2 {
+		t.Fatalf("examples = %d, want 2", len(ex))
+	}
+	if ex[0].policy.line != 3 || len(ex[0].policy.directives) != 1 || ex[0].trace == nil || ex[0].result == nil {
+		t.Errorf("first example = %+v", ex[0])
+	}
+	if ex[1].trace != nil {
+		t.Errorf("a trace in an earlier section was paired with a later policy: %+v", ex[1])
+	}
+}
+
+// docFiles are the documents whose policy examples are checked.
+func docFiles(t *testing.T) []string {
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(files, "README.md")
+}
+
+func TestDocsPolicies(t *testing.T) {
+	n := 0
+	for _, f := range docFiles(t) {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ex := range docExamples(parseDocBlocks(filepath.ToSlash(f), string(src))) {
+			n++
+			t.Run(ex.policy.pos(), func(t *testing.T) { checkDocExample(t, ex) })
+		}
+	}
+	if n == 0 {
+		t.Fatal("no ```python policy examples found in docs/*.md and README.md")
+	}
+}
+
+func checkDocExample(t *testing.T, ex docExample) {
+	pos := ex.policy.pos()
+	var wantLoadErr string
+	var params map[string]any
+	for _, d := range ex.policy.directives {
+		verb, arg, _ := strings.Cut(d, " ")
+		switch verb {
+		case "load-error":
+			if err := json.Unmarshal([]byte(arg), &wantLoadErr); err != nil {
+				t.Fatalf("%s: load-error wants a quoted text: %v", pos, err)
+			}
+		case "params":
+			if err := json.Unmarshal([]byte(arg), &params); err != nil {
+				t.Fatalf("%s: params wants a JSON object: %v", pos, err)
+			}
+		default:
+			t.Fatalf("%s: unknown directive %q", pos, d)
+		}
+	}
+	p, err := policy.Load(ex.policy.text, policy.Options{Name: pos})
+	if wantLoadErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantLoadErr) {
+			t.Fatalf("%s: load error = %v, want one containing %q", pos, err, wantLoadErr)
+		}
+		if ex.trace != nil {
+			t.Fatalf("%s: a policy that must not load has a trace at %s", pos, ex.trace.pos())
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s: policy does not load:\n%v", pos, err)
+	}
+	if ex.trace == nil {
+		return
+	}
+	tr, err := policy.DecodeTrace([]byte(ex.trace.text))
+	if err != nil {
+		t.Fatalf("%s: trace: %v", ex.trace.pos(), err)
+	}
+	res, err := p.Analyze(context.Background(), tr, params)
+	if err != nil {
+		var ae *policy.AnalysisError
+		if errors.As(err, &ae) {
+			t.Fatalf("%s: analysis error on the trace of %s: %v", pos, ex.trace.pos(), ae)
+		}
+		t.Fatalf("%s: analysis of %s: %v", pos, ex.trace.pos(), err)
+	}
+	if ex.result == nil {
+		return
+	}
+	gotJSON, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want map[string]any
+	if err := json.Unmarshal(gotJSON, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(ex.result.text), &want); err != nil {
+		t.Fatalf("%s: %v", ex.result.pos(), err)
+	}
+	for _, member := range []string{"errors", "failures"} {
+		w, ok := want[member]
+		if !ok {
+			continue
+		}
+		if err := subsetList(member, w, got[member]); err != nil {
+			t.Errorf("%s: result of %s differs from %s: %v\ngot %s", pos, ex.trace.pos(), ex.result.pos(), err, gotJSON)
+		}
+	}
+	if w, ok := want["warnings"]; ok && !reflect.DeepEqual(w, orEmpty(got["warnings"])) {
+		t.Errorf("%s: warnings = %v, want %v (%s)", pos, got["warnings"], w, ex.result.pos())
+	}
+}
+
+// subsetList compares two JSON lists of objects: the same length, and each
+// member the wanted object states equal in the one got.
+func subsetList(name string, want, got any) error {
+	w, _ := want.([]any)
+	g, _ := orEmpty(got).([]any)
+	if len(w) != len(g) {
+		return fmt.Errorf("%d %s, want %d", len(g), name, len(w))
+	}
+	for i := range w {
+		wo, _ := w[i].(map[string]any)
+		gobj, _ := g[i].(map[string]any)
+		for k, wv := range wo {
+			if gv := gobj[k]; !reflect.DeepEqual(wv, gv) {
+				return fmt.Errorf("%s[%d].%s = %v, want %v", name, i, k, gv, wv)
+			}
+		}
+	}
+	return nil
+}
+
+func orEmpty(v any) any {
+	if v == nil {
+		return []any{}
+	}
+	return v
+}
