@@ -26,9 +26,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -279,4 +282,98 @@ func orEmpty(v any) any {
 		return []any{}
 	}
 	return v
+}
+
+// TestDocsConfigExamples loads every ```yaml block of docs/configuration.md
+// as a configuration file with the vigil binary ("vigil check --config F
+// -h" reads the file, then prints help).
+func TestDocsConfigExamples(t *testing.T) {
+	src, err := os.ReadFile("docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var yamls []docBlock
+	for _, b := range parseDocBlocks("docs/configuration.md", string(src)) {
+		if b.lang == "yaml" {
+			yamls = append(yamls, b)
+		}
+	}
+	if len(yamls) == 0 {
+		t.Fatal("docs/configuration.md has no ```yaml example")
+	}
+	bin := filepath.Join(t.TempDir(), "vigil")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/vigil").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/vigil: %v\n%s", err, out)
+	}
+	for _, b := range yamls {
+		f := filepath.Join(t.TempDir(), "vigil.yaml")
+		if err := os.WriteFile(f, []byte(b.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "check", "--config", f, "-h")
+		cmd.Env = append(os.Environ(), "VIGIL_CONFIG=", "HOME="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: the example does not load: %v\n%s", b.pos(), err, out)
+		}
+	}
+}
+
+// envName matches the environment variables Vigil reads, as the code spells
+// them (a string literal) and as the documents do.
+var envName = regexp.MustCompile(`VIGIL_[A-Z0-9_]*[A-Z0-9]`)
+
+// TestDocsEnvironment checks that docs/configuration.md lists every VIGIL_*
+// variable the code reads, and that the documents name none it does not.
+func TestDocsEnvironment(t *testing.T) {
+	inCode := map[string]string{} // name -> a file that reads it
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "testdata", "bench", "internal", "docs", "examples":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range regexp.MustCompile(`"(VIGIL_[A-Z0-9_]+)"`).FindAllSubmatch(src, -1) {
+			inCode[string(m[1])] = path
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile("docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, n := range envName.FindAllString(string(cfg), -1) {
+		documented[n] = true
+	}
+	for n, file := range inCode {
+		if !documented[n] {
+			t.Errorf("%s reads %s, which docs/configuration.md does not document", file, n)
+		}
+	}
+	for _, f := range docFiles(t) {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range envName.FindAllString(string(src), -1) {
+			if _, ok := inCode[n]; !ok {
+				t.Errorf("%s names %s, which no code reads", f, n)
+			}
+		}
+	}
 }
