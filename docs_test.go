@@ -377,3 +377,53 @@ func TestDocsEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// designRef matches a citation of the design documents, which users of the
+// repository do not have.
+var designRef = regexp.MustCompile(`shared/|spec/|§|DESIGN\.md|STYLE\.md|explorer-api|policy-language|ledger\.md|gateway\.md`)
+
+// TestDocsCiteNoDesignDocuments checks that README.md, docs/*.md and every
+// command's help cite the user documentation, not the design documents.
+func TestDocsCiteNoDesignDocuments(t *testing.T) {
+	for _, f := range docFiles(t) {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			if m := designRef.FindString(line); m != "" {
+				t.Errorf("%s:%d cites the design documents (%q): %s", f, i+1, m, line)
+			}
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "vigil")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/vigil").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/vigil: %v\n%s", err, out)
+	}
+	list, err := exec.Command(bin, "help").Output()
+	if err != nil {
+		t.Fatalf("vigil help: %v", err)
+	}
+	helps := [][]string{{"help"}}
+	for _, line := range strings.Split(string(list), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(line, "  ") {
+			helps = append(helps, []string{f[0], "-h"})
+		}
+	}
+	if len(helps) < 5 {
+		t.Fatalf("vigil help lists %d commands:\n%s", len(helps)-1, list)
+	}
+	helps = append(helps, []string{"receipts", "canon", "-h"}, []string{"receipts", "sign", "-h"},
+		[]string{"receipts", "verify", "-h"}, []string{"trace", "lint", "-h"}, []string{"trace", "get", "-h"})
+	for _, args := range helps {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "VIGIL_CONFIG=", "HOME="+t.TempDir())
+		out, _ := cmd.CombinedOutput()
+		if len(out) == 0 {
+			t.Errorf("vigil %s printed nothing", strings.Join(args, " "))
+		}
+		if m := designRef.FindString(string(out)); m != "" {
+			t.Errorf("vigil %s cites the design documents (%q):\n%s", strings.Join(args, " "), m, out)
+		}
+	}
+}

@@ -16,14 +16,14 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The configuration file of spec/gateway.md §10: YAML from --config or
+// The configuration file (docs/configuration.md): YAML from --config or
 // VIGIL_CONFIG, else the first existing of ./vigil.yaml and
 // ~/.vigil/config.yaml. Precedence is flags > environment > file >
 // defaults, so commands use the file's values as the defaults of their
 // environment lookups (see envOr calls taking a fileConfig value).
 //
 // Only the keys that the commands implement so far are read; the other
-// top-level sections of §10 are accepted (a file written for the whole
+// top-level sections of the format are accepted (a file written for the whole
 // product must load) and ignored. An unknown top-level key is an error with
 // a suggestion, so a typo never silently does nothing.
 
@@ -51,7 +51,7 @@ type fileConfig struct {
 	} `yaml:"metrics"`
 }
 
-// configSections are the top-level keys of spec/gateway.md §10.
+// configSections are the top-level keys of the configuration file.
 var configSections = []string{
 	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth", "sharing", "limits",
 	"metrics", "otlp", "guardrails", "ledger", "detectors", "gateway",

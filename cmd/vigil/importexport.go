@@ -15,8 +15,8 @@ import (
 )
 
 // vigil import / vigil export: client-side JSONL transfer against a
-// running server (spec/explorer-api.md §8, spec/gateway.md §10 for the
-// server address and key). Both stream: memory stays bounded whatever the
+// running server (docs/api.md, "Upload and export"; docs/configuration.md
+// for the server address and key). Both stream: memory stays bounded whatever the
 // file size.
 
 func init() {
@@ -53,7 +53,7 @@ func (sf *serverFlags) client() *client.Client {
 
 func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("import", "import FILE.jsonl --dataset NAME [--append] [--public] [--url URL] [--api-key KEY] [-q]",
-		"Upload a JSONL dataset file (explorer-api §8.1) into dataset NAME on a server. The file is\nstreamed; FILE may be - for stdin. Prints the dataset as JSON on stdout.", stderr)
+		"Upload a JSONL dataset file (the format of docs/api.md, \"Upload and export\") into\ndataset NAME on a server. The file is streamed; FILE may be - for stdin. Prints the\ndataset as JSON on stdout.", stderr)
 	var sf serverFlags
 	sf.register(fs)
 	dataset := fs.String("dataset", "", "dataset name (required)")
@@ -100,7 +100,7 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 
 func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("export", "export --dataset NAME [-o FILE] [--owner USER] [--include-trace-ids] [--only-annotated] [--url URL] [--api-key KEY] [-q]",
-		"Download dataset NAME from a server as JSONL (explorer-api §8.1), streamed to FILE or stdout.", stderr)
+		"Download dataset NAME from a server as JSONL (the format of docs/api.md, \"Upload and\nexport\"), streamed to FILE or stdout.", stderr)
 	var sf serverFlags
 	sf.register(fs)
 	dataset := fs.String("dataset", "", "dataset name, or its id (required)")

@@ -15,7 +15,7 @@ func init() {
 	register(command{name: "keygen", summary: "generate an Ed25519 key pair for signing receipts", run: runKeygen})
 }
 
-// keyPairJSON is the output of vigil keygen (spec/ledger.md §9).
+// keyPairJSON is the output of vigil keygen: the hex seed and public key.
 type keyPairJSON struct {
 	PrivateKey string `json:"privateKey"`
 	PublicKey  string `json:"publicKey"`

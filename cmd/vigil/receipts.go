@@ -21,13 +21,14 @@ func init() {
 	register(command{name: "receipts", summary: "canonicalize JSON, sign and verify receipt chains", run: runReceipts})
 }
 
-// maxReceiptsInput bounds what canon and sign read from stdin (§9).
+// maxReceiptsInput bounds what canon and sign read from stdin.
 const maxReceiptsInput = 64 << 20
 
 const receiptsUsage = `Usage: vigil receipts <canon|sign|verify> [flags] [arguments]
 
-Work with receipt chains (spec/ledger.md). Machine output is one line of JSON
-on stdout; diagnostics go to stderr.
+Work with receipt chains: the signed hash chains of the audit ledger (docs/api.md,
+"Audit ledger"). Machine output is one line of JSON on stdout; diagnostics go
+to stderr.
 
   canon    read one JSON value on stdin; print its canonical form and SHA-256
   sign     read a JSON array of action records on stdin; print the signed chain
@@ -71,7 +72,7 @@ func readLimited(r io.Reader, what string) ([]byte, error) {
 func runReceiptsCanon(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("receipts canon", "receipts canon < value.json",
 		"Read one JSON value on stdin and print its canonical form (JS JSON.stringify\n"+
-			"with sorted keys, spec/ledger.md §2) on line 1 and the lowercase hex SHA-256\n"+
+			"with sorted keys) on line 1 and the lowercase hex SHA-256\n"+
 			"of that line on line 2. Split the output on \\n only: line 1 may contain raw\n"+
 			"U+2028, U+2029 or U+0085.", stderr)
 	pos, err := parseFlags(fs, args)
@@ -149,7 +150,7 @@ func runReceiptsSign(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 const maxSafeInteger = 1<<53 - 1
 
 // signRecords turns the records array in into the compact JSON array of the
-// signed chain (§9 receipts sign).
+// signed chain (vigil receipts sign).
 func signRecords(in []byte, key ed25519.PrivateKey, sessionID, defaultAgent string, stderr io.Writer) ([]byte, error) {
 	v, err := ledger.Parse(in)
 	if err != nil {

@@ -23,9 +23,9 @@ import (
 	"github.com/vigilhq/vigil/store/sqlite"
 )
 
-// vigil serve: the API server (spec/explorer-api.md, spec/ledger.md §10)
-// on one listener, with configuration from flags and environment
-// (spec/gateway.md §10: flags > environment > defaults).
+// vigil serve: the API server (docs/api.md) on one listener, with
+// configuration from flags, environment and file (docs/configuration.md:
+// flags > environment > file > defaults).
 
 func init() {
 	register(command{name: "serve", summary: "run the Vigil server (API, ledger, metrics)", run: runServe})
