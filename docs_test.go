@@ -301,10 +301,7 @@ func TestDocsConfigExamples(t *testing.T) {
 	if len(yamls) == 0 {
 		t.Fatal("docs/configuration.md has no ```yaml example")
 	}
-	bin := filepath.Join(t.TempDir(), "vigil")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/vigil").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/vigil: %v\n%s", err, out)
-	}
+	bin := buildVigil(t)
 	for _, b := range yamls {
 		f := filepath.Join(t.TempDir(), "vigil.yaml")
 		if err := os.WriteFile(f, []byte(b.text), 0o600); err != nil {
@@ -396,10 +393,7 @@ func TestDocsCiteNoDesignDocuments(t *testing.T) {
 			}
 		}
 	}
-	bin := filepath.Join(t.TempDir(), "vigil")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/vigil").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/vigil: %v\n%s", err, out)
-	}
+	bin := buildVigil(t)
 	list, err := exec.Command(bin, "help").Output()
 	if err != nil {
 		t.Fatalf("vigil help: %v", err)
@@ -426,4 +420,14 @@ func TestDocsCiteNoDesignDocuments(t *testing.T) {
 			t.Errorf("vigil %s cites the design documents (%q):\n%s", strings.Join(args, " "), m, out)
 		}
 	}
+}
+
+// buildVigil builds ./cmd/vigil into a temporary folder and returns its path.
+func buildVigil(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "vigil")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/vigil").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/vigil: %v\n%s", err, out)
+	}
+	return bin
 }
