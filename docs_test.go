@@ -19,6 +19,8 @@ package vigil_test
 //     what it states is compared: the number of violations, and for each
 //     the members given (key, args, kwargs, ranges); failures and warnings
 //     when present.
+//   - The ```sh blocks of docs/api.md are run against a server
+//     (TestDocsAPIExamples); those of the other documents are not run.
 
 import (
 	"bufio"
@@ -27,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +37,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/vigilhq/vigil/detect" // registers the detectors the examples call
 	"github.com/vigilhq/vigil/policy"
@@ -430,4 +434,130 @@ func buildVigil(t *testing.T) string {
 		t.Fatalf("go build ./cmd/vigil: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// apiCommands returns the commands of the ```sh blocks of an API document:
+// a line ending in a backslash, or inside an open single quote, continues
+// on the next line.
+func apiCommands(blocks []docBlock) []docBlock {
+	var out []docBlock
+	for _, b := range blocks {
+		if b.lang != "sh" {
+			continue
+		}
+		cur, start := "", 0
+		for i, line := range strings.Split(b.text, "\n") {
+			if cur == "" && strings.TrimSpace(line) == "" {
+				continue
+			}
+			if cur == "" {
+				start = b.line + 1 + i
+				cur = line
+			} else {
+				cur += "\n" + line
+			}
+			if strings.HasSuffix(cur, `\`) || strings.Count(cur, "'")%2 == 1 {
+				continue
+			}
+			out = append(out, docBlock{file: b.file, line: start, lang: "sh", text: strings.TrimSpace(cur)})
+			cur = ""
+		}
+	}
+	return out
+}
+
+// TestDocsAPIExamples runs the commands of docs/api.md, in order, against
+// a vigil serve on a free loopback port. $VIGIL is its URL, $VIGIL_API_KEY
+// its admin key, $TRACE a pushed trace and $DATASET its dataset; the
+// files the examples upload are in the working directory. "export" lines
+// are skipped (the test sets the environment), and every curl fails on an
+// HTTP error status (-f), so each example must succeed.
+func TestDocsAPIExamples(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found: skipping the API examples", tool)
+		}
+	}
+	src, err := os.ReadFile("docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := apiCommands(parseDocBlocks("docs/api.md", string(src)))
+	if len(cmds) < 10 {
+		t.Fatalf("docs/api.md has %d commands in ```sh blocks", len(cmds))
+	}
+	bin := buildVigil(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	const key, metricsToken = "vigil-docs-admin-key-0123456789", "vigil-docs-metrics-token"
+	env := append(os.Environ(),
+		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"HOME="+dir, "VIGIL_CONFIG=", "VIGIL_URL=", "NO_COLOR=1",
+		"VIGIL="+"http://"+addr, "VIGIL_API_KEY="+key, "VIGIL_METRICS_TOKEN="+metricsToken)
+	srv := exec.Command(bin, "serve", "--data-dir", filepath.Join(dir, "data"), "--listen", addr)
+	srv.Env = env
+	var srvOut strings.Builder
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		srv.Process.Kill()
+		srv.Wait()
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vigil serve did not start: %v\n%s", err, srvOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// $TRACE and $DATASET: a pushed trace and its dataset.
+	run := func(cmd string) (string, error) {
+		c := exec.Command("bash", "-c", cmd)
+		c.Env, c.Dir = env, dir
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run(`curl -sSf -H "Authorization: Bearer $VIGIL_API_KEY" $VIGIL/api/v1/push/trace -d '{"dataset": "setup", "messages": [[{"role": "user", "content": "hi"}]]}' | jq -r '.id[0]'`)
+	if err != nil {
+		t.Fatalf("push the example trace: %v\n%s", err, out)
+	}
+	trace := strings.TrimSpace(out)
+	out, err = run(`curl -sSf -H "Authorization: Bearer $VIGIL_API_KEY" $VIGIL/api/v1/trace/` + trace + ` | jq -r .dataset`)
+	if err != nil {
+		t.Fatalf("read the example trace: %v\n%s", err, out)
+	}
+	env = append(env, "TRACE="+trace, "DATASET="+strings.TrimSpace(out))
+	dataset, err := os.ReadFile("examples/dataset.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"dataset.jsonl": string(dataset),
+		"more.jsonl":    `{"messages": [{"role": "user", "content": "one more"}]}` + "\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cmds {
+		if strings.HasPrefix(c.text, "export ") {
+			continue
+		}
+		cmd := c.text
+		if rest, ok := strings.CutPrefix(cmd, "curl "); ok {
+			cmd = "curl -sSf " + rest
+		}
+		if out, err := run(cmd); err != nil {
+			t.Errorf("%s: %s\n%v\n%s", c.pos(), c.text, err, out)
+		}
+	}
 }
