@@ -36,6 +36,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -426,14 +427,38 @@ func TestDocsCiteNoDesignDocuments(t *testing.T) {
 	}
 }
 
-// buildVigil builds ./cmd/vigil into a temporary folder and returns its path.
+// vigilBin is the binary buildVigil built once for this package's tests.
+var vigilBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if vigilBin.dir != "" {
+		os.RemoveAll(vigilBin.dir)
+	}
+	os.Exit(code)
+}
+
+// buildVigil builds ./cmd/vigil once into a temporary folder and returns
+// its path.
 func buildVigil(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "vigil")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/vigil").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/vigil: %v\n%s", err, out)
+	vigilBin.once.Do(func() {
+		if vigilBin.dir, vigilBin.err = os.MkdirTemp("", "vigil-docs-"); vigilBin.err != nil {
+			return
+		}
+		vigilBin.path = filepath.Join(vigilBin.dir, "vigil")
+		if out, err := exec.Command("go", "build", "-o", vigilBin.path, "./cmd/vigil").CombinedOutput(); err != nil {
+			vigilBin.err = fmt.Errorf("go build ./cmd/vigil: %v\n%s", err, out)
+		}
+	})
+	if vigilBin.err != nil {
+		t.Fatal(vigilBin.err)
 	}
-	return bin
+	return vigilBin.path
 }
 
 // apiCommands returns the commands of the ```sh blocks of an API document:
