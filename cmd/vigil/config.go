@@ -23,7 +23,7 @@ import (
 // environment lookups (see envOr calls taking a fileConfig value).
 //
 // Only the keys that the commands implement so far are read; the other
-// top-level sections of the format are accepted (a file written for the whole
+// top-level sections of §10 are accepted (a file written for the whole
 // product must load) and ignored. An unknown top-level key is an error with
 // a suggestion, so a typo never silently does nothing.
 
@@ -51,7 +51,7 @@ type fileConfig struct {
 	} `yaml:"metrics"`
 }
 
-// configSections are the top-level keys of the configuration file.
+// configSections are the top-level keys of spec/gateway.md §10.
 var configSections = []string{
 	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth", "sharing", "limits",
 	"metrics", "otlp", "guardrails", "ledger", "detectors", "gateway",
