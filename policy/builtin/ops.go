@@ -104,6 +104,16 @@ func Truthy(v Value) bool {
 	return true
 }
 
+// IsTrue reports whether v is exactly the boolean True, located or not:
+// the test a body line must pass (spec §10.3). A True read from the trace
+// carries its location (§6.9) and counts like a literal True; truthy
+// non-booleans (1, "x", [0]) never do. Every line, memoised line and
+// one-line predicate of the evaluator decides through this function.
+func IsTrue(v Value) bool {
+	b, ok := Strip(v).(bool)
+	return ok && b
+}
+
 // Number returns v as a number: (int, 0, true, false) for bool/int,
 // (0, float, true, true) for float.
 func Number(v Value) (i int64, f float64, isFloat, ok bool) {

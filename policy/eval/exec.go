@@ -442,7 +442,7 @@ func (an *analysis) exec(f *frame, b *body, i int, x *execCtx) bool {
 		if !ok {
 			return true
 		}
-		if bv, isBool := v.(bool); !isBool || !bv {
+		if !builtin.IsTrue(v) {
 			return x.onFalse()
 		}
 		return an.exec(f, b, i+1, x)
@@ -501,7 +501,7 @@ func (an *analysis) memoCond(f *frame, b *body, i int, x *execCtx, st *step) boo
 		if !ok {
 			return true
 		}
-		if bv, isBool := v.(bool); !isBool || !bv {
+		if !builtin.IsTrue(v) {
 			return x.onFalse()
 		}
 		return an.exec(f, b, i+1, x)
@@ -523,7 +523,7 @@ func (an *analysis) memoCond(f *frame, b *body, i int, x *execCtx, st *step) boo
 		n := len(f.marks)
 		v, ok := an.evalLine(f, st.line, x)
 		me.state = 2
-		if bv, isBool := v.(bool); ok && isBool && bv {
+		if ok && builtin.IsTrue(v) {
 			me.state = 1
 		}
 		if len(f.marks) > n {
@@ -1007,9 +1007,7 @@ func (an *analysis) callPredicate(f *frame, pos syntax.Pos, p *predicate, args [
 	var result bool
 	if p.value != nil {
 		an.step()
-		v := p.value(pf)
-		b, ok := v.(bool)
-		result = ok && b
+		result = builtin.IsTrue(p.value(pf))
 	} else if p.body != nil && !an.emptyFree(p.body) {
 		an.exec(pf, p.body, 0, &execCtx{
 			yield:   func() bool { result = true; return false },
