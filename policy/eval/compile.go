@@ -748,12 +748,14 @@ func (c *compiler) fstring(x *syntax.FString) evalFn {
 	return func(f *frame) builtin.Value {
 		var b strings.Builder
 		for _, p := range parts {
+			s := p.lit
 			if p.fn != nil {
-				b.WriteString(builtin.Display(p.fn(f)))
-			} else {
-				b.WriteString(p.lit)
+				s = f.display(p.fn(f))
 			}
+			f.fits(int64(b.Len()) + int64(len(s)))
+			b.WriteString(s)
 		}
+		f.charge(int64(b.Len()))
 		return b.String()
 	}
 }
@@ -962,6 +964,7 @@ func (c *compiler) listComp(x *syntax.ListComp) evalFn {
 			out = append(out, elt(f))
 		}
 		f.slots[slot] = saved
+		f.chargeElems(len(out))
 		return out
 	}
 }

@@ -1,0 +1,212 @@
+package policy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"runtime/metrics"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/policy"
+	"github.com/vigilhq/vigil/trace"
+)
+
+// Hostile policies (issue 17): rules that enumerate huge numbers of
+// bindings or build huge values must stop with budget_exceeded under the
+// default budgets while the other rules go on. Each case runs in a child
+// process (this test binary re-executed) under a heap watchdog, so a
+// regression fails the test in a second instead of eating the machine.
+
+const (
+	// hostileHeapLimit is the heap a hostile case may reach before the
+	// watchdog fails it; the default budgets keep every case far below.
+	hostileHeapLimit = 768 << 20
+	// hostileTimeout bounds a child process.
+	hostileTimeout = 60 * time.Second
+)
+
+// freeVars returns a rule with n free Message variables and the body
+// 1 == 1 (spec §10.2: one violation per combination).
+func freeVars(n int) string {
+	var b strings.Builder
+	b.WriteString("raise \"many\" if:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "    (m%d: Message)\n", i)
+	}
+	b.WriteString("    1 == 1\n")
+	return b.String()
+}
+
+// lastRule is appended to every hostile policy: it must still report one
+// violation per message after the hostile rule stopped.
+const lastRule = "\nraise \"each\" if:\n    (m: Message)\n"
+
+func messages(n int, content func(i int) string) *trace.Trace {
+	evs := make([]string, n)
+	for i := range evs {
+		evs[i] = fmt.Sprintf(`{"role": "user", "content": %q}`, content(i))
+	}
+	tr, err := trace.Decode([]byte("[" + strings.Join(evs, ",") + "]"))
+	if err != nil {
+		panic(err)
+	}
+	return tr
+}
+
+type hostileCase struct {
+	name string
+	src  string // the hostile rule (rule 0); lastRule is appended
+	opts policy.Options
+	msgs int // trace of this many messages "m0", "m1", ...
+	// want is a substring of rule 0's budget_exceeded message
+	want string
+	// run selects the entry point: "" Analyze, "pending", "monitor"
+	run string
+}
+
+var hostileCases = []hostileCase{
+	// 3^20 bindings ran 339 s under a 2 s budget and grew to 23 GB
+	{name: "issue_17_free20_timeout", src: freeVars(20), msgs: 3, opts: policy.Options{WallTime: 2 * time.Second}, want: "more than 10000 violations"},
+	// 3^12 = 531,441 violations were printed with no budget_exceeded
+	{name: "issue_17_free12_timeout", src: freeVars(12), msgs: 3, opts: policy.Options{WallTime: 100 * time.Millisecond}, want: "more than 10000 violations"},
+	// with --max-steps 100000 this ran out of memory: binding spends steps
+	{name: "issue_17_free14_max_steps", src: freeVars(14), msgs: 3, opts: policy.Options{MaxSteps: 100_000, MaxViolations: -1}, want: "budget of 100000 steps"},
+	// binding alone, with every other budget off, still polls the clock
+	{name: "issue_17_free20_wall_time_only", src: freeVars(20), msgs: 3, opts: policy.Options{WallTime: 200 * time.Millisecond, MaxSteps: 1 << 62, MaxViolations: 1 << 40}, want: "wall-time budget"},
+	{name: "issue_17_free12_pending", src: freeVars(12), msgs: 3, run: "pending", want: "more than 10000 violations"},
+	{name: "issue_17_free12_monitor", src: freeVars(12), msgs: 3, run: "monitor", want: "more than 10000 violations"},
+	// ["x" * 1000000] * 1000 then a comprehension over it used 2 GB
+	{name: "issue_17_comprehension_over_big_list", msgs: 3, want: "bytes of values",
+		src: "raise \"big\" if:\n    (m: Message)\n    l := [\"x\" * 1000000] * 1000\n    len([s + \"y\" for s in l]) > 0\n"},
+	{name: "issue_17_join_of_big_list", msgs: 3, want: "bytes per value",
+		src: "raise \"big\" if:\n    (m: Message)\n    l := [\"x\" * 1000000] * 1000\n    len(\"\".join(l)) > 0\n"},
+	{name: "issue_17_fstring_of_big_list", msgs: 3, want: "bytes per value",
+		src: "raise \"big\" if:\n    (m: Message)\n    l := [\"x\" * 1000000] * 1000\n    len(f\"{l}\") > 0\n"},
+	{name: "issue_17_format_of_big_string", msgs: 3, want: "bytes per value",
+		src: "raise \"big\" if:\n    (m: Message)\n    s := \"x\" * 10000000\n    len(\"{0}{0}{0}{0}\".format(s)) > 0\n"},
+	{name: "issue_17_doubling_strings", msgs: 3, want: "bytes per value",
+		src: "raise \"big\" if:\n    (m: Message)\n    a := \"x\" * 10000000\n    b := a + a\n    len(b) > 0\n"},
+	{name: "issue_17_repeat_over_value_budget", msgs: 3, want: "bytes per value",
+		src: "raise \"big\" if:\n    (m: Message)\n    len(m.content * 100000000) > 0\n"},
+	{name: "issue_17_violation_args", msgs: 3, want: "bytes of values",
+		src: "raise PolicyViolation(\"big\", data=l) if:\n    (a: Message)\n    (b: Message)\n    (c: Message)\n    l := [\"x\" * 1000000] * 15\n"},
+	// a key_error message per pair: distinct failures are capped too
+	{name: "issue_17_distinct_failures", msgs: 150, want: "more than 10000 distinct failures",
+		src: "raise \"k\" if:\n    (a: Message)\n    (b: Message)\n    {\"x\": 1}[a.content + b.content] == 1\n"},
+}
+
+func TestHostilePolicies(t *testing.T) {
+	if name := os.Getenv("VIGIL_HOSTILE_CASE"); name != "" {
+		i := slices.IndexFunc(hostileCases, func(c hostileCase) bool { return c.name == name })
+		if i < 0 {
+			t.Fatalf("no hostile case %q", name)
+		}
+		runHostile(t, hostileCases[i])
+		return
+	}
+	if testing.Short() {
+		t.Skip("hostile policies run in child processes; skipped with -short")
+	}
+	for _, hc := range hostileCases {
+		t.Run(hc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), hostileTimeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHostilePolicies$", "-test.v")
+			cmd.Env = append(os.Environ(), "VIGIL_HOSTILE_CASE="+hc.name)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "--- PASS: TestHostilePolicies") {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// runHostile runs one case in this (child) process under a heap watchdog.
+func runHostile(t *testing.T, hc hostileCase) {
+	debug.SetMemoryLimit(hostileHeapLimit) // the GC works hard before the watchdog fires
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			metrics.Read(sample)
+			if h := sample[0].Value.Uint64(); h > hostileHeapLimit {
+				fmt.Printf("%s: heap reached %d MiB, over the %d MiB limit\n", hc.name, h>>20, hostileHeapLimit>>20)
+				os.Exit(3)
+			}
+		}
+	}()
+	tr := messages(hc.msgs, func(i int) string { return fmt.Sprintf("m%d", i) })
+	p := mustLoad(t, hc.src+lastRule, hc.opts)
+	ctx := context.Background()
+	start := time.Now()
+	var res *policy.Result
+	var err error
+	switch hc.run {
+	case "":
+		res, err = p.Analyze(ctx, tr, nil)
+	case "pending":
+		res, err = p.AnalyzePending(ctx, &trace.Trace{Events: tr.Events[:1]}, &trace.Trace{Events: tr.Events[1:]}, nil)
+	case "monitor":
+		m, merr := p.NewMonitor(nil)
+		if merr != nil {
+			t.Fatal(merr)
+		}
+		res, err = m.Append(ctx, tr.Events...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %v, %d violations, failures %+v", hc.name, time.Since(start), len(res.Errors), res.Failures)
+	var budget []policy.Failure
+	each := 0
+	for _, f := range res.Failures {
+		if f.Kind == "budget_exceeded" {
+			budget = append(budget, f)
+		}
+	}
+	for _, v := range res.Errors {
+		if v.Rule == 1 {
+			each++
+		}
+	}
+	// When the wall-time budget runs out (on a loaded machine it may run
+	// out before the budget the case is about), the later rules stop too
+	// (spec §10.10).
+	wall := len(budget) > 0 && hc.opts.WallTime > 0 && strings.Contains(budget[0].Message, "wall-time")
+	if wall {
+		hc.want = "wall-time budget"
+		if len(budget) != 2 || budget[1].Rule != 1 || !slices.Equal(res.Truncated, []int{0, 1}) || each != 0 {
+			t.Errorf("wall time: budget failures %+v, truncated %v, %d violations of the last rule; want both rules stopped", budget, res.Truncated, each)
+		}
+		budget = budget[:1]
+	}
+	if len(budget) != 1 || budget[0].Rule != 0 || budget[0].Line != 1 || !strings.Contains(budget[0].Message, hc.want) {
+		t.Errorf("budget failures %+v, want one for rule 0 at 1:1 saying %q", budget, hc.want)
+	}
+	if wall {
+		return
+	}
+	if !slices.Equal(res.Truncated, []int{0}) {
+		t.Errorf("truncated %v, want [0]", res.Truncated)
+	}
+	want := hc.msgs
+	if hc.run == "pending" {
+		want--
+	}
+	if each != want {
+		t.Errorf("the last rule reported %d violations, want %d: the other rules go on", each, want)
+	}
+}
