@@ -76,6 +76,7 @@ type checkConfig struct {
 	color                                      bool
 	maxSteps                                   int64
 	timeout                                    time.Duration
+	maxViolations                              int
 }
 
 func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -116,6 +117,7 @@ file); without one, a policy using them fails to load.`, stderr)
 	fs.StringVar(&cfg.format, "format", "text", "output `format`: text or json")
 	fs.Int64Var(&cfg.maxSteps, "max-steps", 0, "evaluation budget per rule in `steps` (0: the default, 10,000,000)")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "wall-time budget per trace, e.g. 2s (0: none); rules cut short report budget_exceeded")
+	fs.IntVar(&cfg.maxViolations, "max-violations", 0, "keep at most `N` violations per rule and trace; a rule going past it stops with budget_exceeded and is reported truncated (0: the default, 10,000; -1: no limit)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -147,7 +149,7 @@ file); without one, a policy using them fails to load.`, stderr)
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
-	p, err := policy.Load(string(src), policy.Options{Name: cfg.policyFile, Debug: stderr, MaxSteps: cfg.maxSteps, WallTime: cfg.timeout})
+	p, err := policy.Load(string(src), policy.Options{Name: cfg.policyFile, Debug: stderr, MaxSteps: cfg.maxSteps, WallTime: cfg.timeout, MaxViolations: cfg.maxViolations})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(2, "")
@@ -313,6 +315,9 @@ func printText(w io.Writer, cfg checkConfig, t *trace.Trace, res *policy.Result)
 	}
 	for _, s := range res.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", safe(s))
+	}
+	for _, r := range res.Truncated {
+		fmt.Fprintf(w, "truncated: rule %d stopped at a budget; it may have more violations than shown\n", r)
 	}
 	fmt.Fprintf(w, "%d violation(s), %d failure(s), %d warning(s)\n", len(res.Errors), len(res.Failures), len(res.Warnings))
 }
