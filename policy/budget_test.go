@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
@@ -209,4 +210,167 @@ func runHostile(t *testing.T, hc hostileCase) {
 	if each != want {
 		t.Errorf("the last rule reported %d violations, want %d: the other rules go on", each, want)
 	}
+}
+
+// ruleGen builds a rule from fuzz bytes: free variables, assignments and
+// conditions over expressions that repeat, concatenate, join, format and
+// comprehend values (the constructions a budget has to bound).
+type ruleGen struct {
+	data  []byte
+	nfree int
+	nvars int
+}
+
+func (g *ruleGen) next(n int) int {
+	if len(g.data) == 0 {
+		return 0
+	}
+	b := g.data[0]
+	g.data = g.data[1:]
+	return int(b) % n
+}
+
+var genNumbers = []string{"0", "1", "3", "1000", "1000000", "10 ** 9"}
+
+func (g *ruleGen) expr(depth int) string {
+	if depth > 3 {
+		return g.atom()
+	}
+	e := func() string { return g.expr(depth + 1) }
+	num := genNumbers[g.next(len(genNumbers))]
+	switch g.next(14) {
+	case 0:
+		return e() + " * " + num
+	case 1:
+		return "[" + e() + "] * " + num
+	case 2:
+		return "[s + " + e() + " for s in " + e() + "]"
+	case 3:
+		return e() + " + " + e()
+	case 4:
+		return `"".join(` + e() + ")"
+	case 5:
+		return `f"{` + g.atom() + `}{` + g.atom() + `}"`
+	case 6:
+		return `"{0}{0}{0}".format(` + e() + ")"
+	case 7:
+		return e() + ".upper()"
+	case 8:
+		return e() + `.split(" ")`
+	case 9:
+		return "[" + e() + " for s in " + e() + " if s]"
+	case 10:
+		return "text(" + e() + ")"
+	case 11:
+		return "(" + e() + ", " + e() + ")"
+	}
+	return g.atom()
+}
+
+func (g *ruleGen) atom() string {
+	switch g.next(4) {
+	case 0:
+		if g.nfree > 0 {
+			return fmt.Sprintf("v%d.content", g.next(g.nfree))
+		}
+	case 1:
+		if g.nvars > 0 {
+			return fmt.Sprintf("x%d", g.next(g.nvars))
+		}
+	case 2:
+		return `'ab'`
+	}
+	return `'x y'`
+}
+
+func (g *ruleGen) rule() string {
+	var b strings.Builder
+	head := `"r"`
+	if g.next(4) == 0 {
+		head = `PolicyViolation("r", data=` + g.expr(2) + ")"
+	}
+	lines := 1 + g.next(8)
+	body := make([]string, 0, lines)
+	for range lines {
+		switch g.next(4) {
+		case 0:
+			body = append(body, fmt.Sprintf("(v%d: Message)", g.nfree))
+			g.nfree++
+		case 1:
+			body = append(body, fmt.Sprintf("x%d := %s", g.nvars, g.expr(0)))
+			g.nvars++
+		case 2:
+			body = append(body, "len("+g.expr(0)+") > "+genNumbers[g.next(len(genNumbers))])
+		default:
+			body = append(body, g.expr(0)+" == "+g.expr(0))
+		}
+	}
+	// the head may only use variables declared in the body
+	if strings.Contains(head, "v") && g.nfree == 0 || strings.Contains(head, "x") && g.nvars == 0 {
+		head = `"r"`
+	}
+	fmt.Fprintf(&b, "raise %s if:\n", head)
+	for _, l := range body {
+		b.WriteString("    " + l + "\n")
+	}
+	return b.String()
+}
+
+// FuzzBudgets runs random rules (src, or when it is empty a rule that
+// ruleGen builds from data) on a small trace with small budgets: every analysis ends within its
+// wall-time budget plus a margin, and allocates at most a small multiple
+// of its memory budget plus a margin for the engine's own bookkeeping.
+// The seeds (the hostile cases and a few generated rules) run in the
+// normal suite.
+func FuzzBudgets(f *testing.F) {
+	for _, seed := range []string{
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+		"\x01\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+		"\x01\x03\x01\x00\x04\x01\x02\x02\x02\x02\x02\x02\x02\x03\x02\x02\x02",
+		"\x00\x03\x01\x01\x04\x00\x02\x01\x04\x02\x01\x00\x01\x03\x04\x05\x02\x02\x02",
+		"\x00\x02\x01\x02\x05\x05\x02\x02\x02\x02\x01\x02\x05\x02\x02\x02",
+		"\x00\x04\x01\x04\x09\x02\x02\x03\x02\x02\x02\x02\x02\x02\x02",
+	} {
+		f.Add([]byte(seed), "")
+	}
+	for _, hc := range hostileCases {
+		f.Add([]byte(nil), hc.src)
+	}
+	tr := messages(3, func(i int) string { return strings.Repeat("ab ", i+1) })
+	opts := policy.Options{MaxSteps: 20_000, WallTime: 100 * time.Millisecond, RegexTimeout: 50 * time.Millisecond,
+		MaxViolations: 100, MaxValueSize: 1 << 20, MaxAlloc: 8 << 20}
+	const (
+		timeMargin = time.Second
+		allocBound = 4*(8<<20) + 64<<20
+	)
+	f.Fuzz(func(t *testing.T, data []byte, src string) {
+		if src == "" {
+			src = (&ruleGen{data: data}).rule()
+		}
+		src += lastRule
+		p, err := policy.Load(src, opts)
+		if err != nil {
+			return // the generator may use a name before its declaration
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		res, err := p.Analyze(context.Background(), tr, nil)
+		elapsed := time.Since(start)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if elapsed > opts.WallTime+timeMargin {
+			t.Errorf("%s: ran %v, over its wall-time budget %v plus %v", src, elapsed, opts.WallTime, timeMargin)
+		}
+		if a := after.TotalAlloc - before.TotalAlloc; a > allocBound {
+			t.Errorf("%s: allocated %d MiB, over %d MiB (memory budget %d MiB)", src, a>>20, allocBound>>20, opts.MaxAlloc>>20)
+		}
+		for _, f := range res.Failures {
+			if f.Kind == "budget_exceeded" && !slices.Contains(res.Truncated, f.Rule) {
+				t.Errorf("%s: rule %d stopped by a budget is not listed in truncated %v", src, f.Rule, res.Truncated)
+			}
+		}
+	})
 }

@@ -107,29 +107,44 @@ func (f *frame) display(v builtin.Value) string {
 
 // displaySize bounds the length of builtin.Display(v) from above; it
 // stops counting once the bound passes max, so its cost is O(max) even
-// for a list that repeats one large string many times.
+// for a list that repeats one large string many times. Other values
+// (events, numbers) are measured by displaying them.
 func displaySize(v builtin.Value, max int64) int64 {
+	return sizeOf(v, max, func(v builtin.Value) int64 { return int64(len(builtin.Display(v))) })
+}
+
+// outputSize estimates the size of a violation argument as the result
+// writes it: containers and strings as displaySize counts them, other
+// values (events, which are in the trace already, numbers) as 16 bytes.
+// It allocates nothing.
+func outputSize(v builtin.Value, max int64) int64 {
+	return sizeOf(v, max, func(builtin.Value) int64 { return 16 })
+}
+
+// sizeOf is displaySize with the size of values that are neither strings
+// nor containers given by leaf.
+func sizeOf(v builtin.Value, max int64, leaf func(builtin.Value) int64) int64 {
 	switch x := builtin.Strip(v).(type) {
 	case string:
 		return reprSize(x)
 	case []builtin.Value:
-		return seqDisplaySize(x, max)
+		return seqSize(x, max, leaf)
 	case builtin.Tuple:
-		return seqDisplaySize(x, max)
+		return seqSize(x, max, leaf)
 	case *builtin.Dict:
 		if x == nil {
 			return 4
 		}
 		n := int64(2)
 		for _, k := range x.Keys {
-			n += reprSize(k) + 4 + displaySize(x.M[k], max-n)
+			n += reprSize(k) + 4 + sizeOf(x.M[k], max-n, leaf)
 			if n > max {
 				break
 			}
 		}
 		return n
 	}
-	return int64(len(builtin.Display(v)))
+	return leaf(v)
 }
 
 // reprSize bounds the length of a string's repr: its quotes, four bytes
@@ -148,10 +163,10 @@ func reprSize(s string) int64 {
 	return n
 }
 
-func seqDisplaySize(xs []builtin.Value, max int64) int64 {
+func seqSize(xs []builtin.Value, max int64, leaf func(builtin.Value) int64) int64 {
 	n := int64(3)
 	for _, e := range xs {
-		n += displaySize(e, max-n) + 2
+		n += sizeOf(e, max-n, leaf) + 2
 		if n > max {
 			break
 		}

@@ -795,11 +795,11 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	// a violation's arguments are written out whole (JSON, text): their
 	// display size counts against the rule's memory budget
 	for _, a := range args {
-		an.charge(displaySize(a, an.maxValue))
+		an.charge(outputSize(a, an.maxValue))
 	}
 	if hv, ok := headVal.(*builtin.Violation); ok {
 		for _, k := range hv.Kwargs.Keys {
-			an.charge(displaySize(hv.Kwargs.M[k], an.maxValue))
+			an.charge(outputSize(hv.Kwargs.M[k], an.maxValue))
 		}
 	}
 	h.v.Args = make([]any, len(args))
