@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -96,6 +97,14 @@ var hostileCases = []hostileCase{
 		src: "raise \"big\" if:\n    (m: Message)\n    len(m.content * 100000000) > 0\n"},
 	{name: "issue_17_violation_args", msgs: 3, want: "bytes of values",
 		src: "raise PolicyViolation(\"big\", data=l) if:\n    (a: Message)\n    (b: Message)\n    (c: Message)\n    l := [\"x\" * 1000000] * 15\n"},
+	{name: "issue_17_violation_args_nested", msgs: 3, want: "bytes of values",
+		src: "raise PolicyViolation(\"big\", data=[l] * 1000) if:\n    (a: Message)\n    l := [\"x\" * 1000000] * 1000\n"},
+	{name: "issue_17_text_of_nested_list", msgs: 3, want: "bytes of values",
+		src: "raise \"big\" if:\n    (m: Message)\n    l := [[\"x\" * 1000000] * 1000] * 1000\n    len(text(l)) > 0\n"},
+	{name: "issue_17_detector_on_big_list", msgs: 3, want: "bytes of values",
+		src: "from invariant.detectors import secrets\n\nraise \"big\" if:\n    (m: Message)\n    l := [m.content + \"x\" * 1000000] * 1000\n    len(secrets(l)) >= 0\n"},
+	{name: "issue_17_print_of_big_list", msgs: 3, want: "bytes per value", opts: policy.Options{Debug: io.Discard},
+		src: "raise \"big\" if:\n    (m: Message)\n    l := [\"x\" * 1000000] * 1000\n    print(l)\n"},
 	// a key_error message per pair: distinct failures are capped too
 	{name: "issue_17_distinct_failures", msgs: 150, want: "more than 10000 distinct failures",
 		src: "raise \"k\" if:\n    (a: Message)\n    (b: Message)\n    {\"x\": 1}[a.content + b.content] == 1\n"},
@@ -194,8 +203,9 @@ func runHostile(t *testing.T, hc hostileCase) {
 		}
 		budget = budget[:1]
 	}
-	if len(budget) != 1 || budget[0].Rule != 0 || budget[0].Line != 1 || !strings.Contains(budget[0].Message, hc.want) {
-		t.Errorf("budget failures %+v, want one for rule 0 at 1:1 saying %q", budget, hc.want)
+	header := strings.Count(hc.src[:strings.Index(hc.src, "raise")], "\n") + 1 // the rule's line
+	if len(budget) != 1 || budget[0].Rule != 0 || budget[0].Line != header || budget[0].Column != 1 || !strings.Contains(budget[0].Message, hc.want) {
+		t.Errorf("budget failures %+v, want one for rule 0 at %d:1 saying %q", budget, header, hc.want)
 	}
 	if wall {
 		return

@@ -308,30 +308,39 @@ func Elements(v Value) ([]Value, bool) {
 // located where v is.
 func Texts(v Value) []Value {
 	var out []Value
-	appendTexts(&out, v)
+	eachText(v, func(t Value) { out = append(out, t) })
 	return out
 }
 
-func appendTexts(out *[]Value, v Value) {
+// TextSize returns the total length in bytes of the strings Texts(v)
+// would list, without listing them.
+func TextSize(v Value) int {
+	n := 0
+	eachText(v, func(t Value) { n += len(Str(t)) })
+	return n
+}
+
+// eachText calls fn with each string of v, in the order of Texts.
+func eachText(v Value, fn func(Value)) {
 	switch x := Strip(v).(type) {
 	case string:
-		*out = append(*out, v)
+		fn(v)
 	case *Contents:
 		for _, c := range x.Chunks {
 			if t, ok := c.(*TextChunk); ok {
-				*out = append(*out, locate(t.Text, t.At.Child("text", 1)))
+				fn(locate(t.Text, t.At.Child("text", 1)))
 			}
 		}
 	case *Message:
-		appendTexts(out, x.contentValue())
+		eachText(x.contentValue(), fn)
 	case *ToolOutput:
 		if _, isDict := x.Content.(*Dict); !isDict {
-			appendTexts(out, x.contentValue())
+			eachText(x.contentValue(), fn)
 		}
 	case []Value, Tuple:
 		els, _ := Elements(v)
 		for _, e := range els {
-			appendTexts(out, e)
+			eachText(e, fn)
 		}
 	}
 }

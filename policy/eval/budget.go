@@ -54,6 +54,13 @@ func (an *analysis) charge(n int64) {
 	if n > an.maxValue {
 		panic(&budgetError{msg: fmt.Sprintf("rule built a value of %d bytes, over its budget of %d bytes per value", n, an.maxValue)})
 	}
+	an.chargeTotal(n)
+}
+
+// chargeTotal accounts n bytes against MaxAlloc only: work and copies
+// proportional to values the rule passes on (a detector's input, a
+// violation's arguments), which may be trace values of any size.
+func (an *analysis) chargeTotal(n int64) {
 	an.allocated += n
 	if an.allocated > an.maxAlloc {
 		panic(&budgetError{msg: fmt.Sprintf("rule built more than %d bytes of values, its memory budget", an.maxAlloc)})
@@ -114,11 +121,77 @@ func displaySize(v builtin.Value, max int64) int64 {
 }
 
 // outputSize estimates the size of a violation argument as the result
-// writes it: containers and strings as displaySize counts them, other
-// values (events, which are in the trace already, numbers) as 16 bytes.
-// It allocates nothing.
+// writes it: containers as displaySize counts them, strings by their
+// length, other values (events, which are in the trace already, numbers)
+// as 16 bytes. It allocates nothing and stops counting past max.
 func outputSize(v builtin.Value, max int64) int64 {
+	if s, ok := builtin.Strip(v).(string); ok {
+		return int64(len(s)) + 2
+	}
 	return sizeOf(v, max, func(builtin.Value) int64 { return 16 })
+}
+
+// inputSize estimates the work of a built-in that reads its arguments
+// whole (a detector scans their text, text() and image() flatten them, a
+// cache key or print() renders them): string bytes plus elemSize per
+// container element, an event or Contents by its text, counted until the
+// total passes max. Lists that repeat one large value many times, or
+// nest such lists, are therefore as expensive as what they stand for.
+func inputSize(v builtin.Value, max int64) int64 {
+	switch x := builtin.Strip(v).(type) {
+	case string:
+		return int64(len(x))
+	case []builtin.Value:
+		return seqInputSize(x, max)
+	case builtin.Tuple:
+		return seqInputSize(x, max)
+	case *builtin.Dict:
+		if x == nil {
+			return elemSize
+		}
+		n := int64(elemSize)
+		for _, k := range x.Keys {
+			n += 2*elemSize + int64(len(k)) + inputSize(x.M[k], max-n)
+			if n > max {
+				break
+			}
+		}
+		return n
+	case builtin.Event, *builtin.Contents:
+		return elemSize + int64(builtin.TextSize(v))
+	}
+	return elemSize
+}
+
+func seqInputSize(xs []builtin.Value, max int64) int64 {
+	n := int64(elemSize)
+	for _, e := range xs {
+		n += elemSize + inputSize(e, max-n)
+		if n > max {
+			break
+		}
+	}
+	return n
+}
+
+// argsInputSize is inputSize over a call's arguments.
+func argsInputSize(args []builtin.Value, kw *builtin.Dict, max int64) int64 {
+	var n int64
+	for _, a := range args {
+		n += inputSize(a, max-n)
+		if n > max {
+			return n
+		}
+	}
+	if kw != nil {
+		for _, k := range kw.Keys {
+			n += inputSize(kw.M[k], max-n)
+			if n > max {
+				return n
+			}
+		}
+	}
+	return n
 }
 
 // sizeOf is displaySize with the size of values that are neither strings

@@ -777,6 +777,18 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	h.v.Rule = r.index
 	h.v.Key = key.String()
 	h.v.Events = events
+	if hv, ok := headVal.(*builtin.Violation); ok {
+		// a violation's arguments are written out whole (JSON, text):
+		// their size counts against the rule's memory budget, before
+		// JSONForm copies them
+		limit := an.maxAlloc - an.allocated
+		for _, a := range hv.Args {
+			an.chargeTotal(outputSize(a, limit))
+		}
+		for _, k := range hv.Kwargs.Keys {
+			an.chargeTotal(outputSize(hv.Kwargs.M[k], limit))
+		}
+	}
 	var args []builtin.Value
 	kwargs := builtin.OrderedMap{}
 	switch hv := headVal.(type) {
@@ -792,16 +804,7 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	default:
 		args = []builtin.Value{f.display(headVal)}
 	}
-	// a violation's arguments are written out whole (JSON, text): their
-	// display size counts against the rule's memory budget
-	for _, a := range args {
-		an.charge(outputSize(a, an.maxValue))
-	}
-	if hv, ok := headVal.(*builtin.Violation); ok {
-		for _, k := range hv.Kwargs.Keys {
-			an.charge(outputSize(hv.Kwargs.M[k], an.maxValue))
-		}
-	}
+
 	h.v.Args = make([]any, len(args))
 	for i, a := range args {
 		h.v.Args[i] = builtin.JSONForm(a)
@@ -1007,6 +1010,18 @@ func (f *frame) callBuiltin(pos syntax.Pos, b *builtin.Builtin, args []builtin.V
 	}
 	if b.Impl == nil {
 		throw(pos, builtin.DetectorUnavailable, "detector %s is not available in this build", b.Name)
+	}
+	if an := f.an; an != nil {
+		switch {
+		case b.Name == "print" && an.env.Debug != nil:
+			for _, a := range args {
+				f.display(a) // print displays its arguments: bounded first
+			}
+		case !b.Core || b.Name == "text" || b.Name == "image":
+			// detectors read their arguments whole; text() and image()
+			// flatten them
+			an.chargeTotal(argsInputSize(args, kw, an.maxAlloc-an.allocated))
+		}
 	}
 	run := func(mark func(*builtin.Path, int, int)) (v builtin.Value, err error) {
 		// a built-in is code from another package (detect): its panic is a
