@@ -105,6 +105,11 @@ var hostileCases = []hostileCase{
 		src: "from invariant.detectors import secrets\n\nraise \"big\" if:\n    (m: Message)\n    l := [m.content + \"x\" * 1000000] * 1000\n    len(secrets(l)) >= 0\n"},
 	{name: "issue_17_print_of_big_list", msgs: 3, want: "bytes per value", opts: policy.Options{Debug: io.Discard},
 		src: "raise \"big\" if:\n    (m: Message)\n    l := [\"x\" * 1000000] * 1000\n    print(l)\n"},
+	// nesting repeated lists: cheap in memory, 10^9 elements to compare
+	{name: "issue_17_nested_repetition_compare", msgs: 3, want: "bytes per value",
+		src: "raise \"big\" if:\n    (m: Message)\n    l := [[\"x\"] * 1000] * 1000\n    [l] * 1000 == [l] * 1000\n"},
+	{name: "issue_17_nested_literal_compare", msgs: 3, want: "bytes per value",
+		src: "raise \"big\" if:\n    (m: Message)\n    l := [[\"x\"] * 1000] * 1000\n    a := [l, l, l, l, l, l, l, l, l, l]\n    b := [a, a, a, a, a, a, a, a, a, a]\n    b == b\n"},
 	// a key_error message per pair: distinct failures are capped too
 	{name: "issue_17_distinct_failures", msgs: 150, want: "more than 10000 distinct failures",
 		src: "raise \"k\" if:\n    (a: Message)\n    (b: Message)\n    {\"x\": 1}[a.content + b.content] == 1\n"},

@@ -86,6 +86,65 @@ func (f *frame) fits(n int64) {
 // chargeElems accounts a new list or tuple of n elements.
 func (f *frame) chargeElems(n int) { f.charge(int64(n) * elemSize) }
 
+// chargeDeep accounts a new container by its elements counted deeply
+// (deepCount): a list that holds one list many times costs what it stands
+// for, so that nesting repeated lists cannot make a value whose traversal
+// (==, in, text(), display) is far larger than the memory it uses.
+func (f *frame) chargeDeep(v builtin.Value) {
+	if f.an != nil {
+		f.an.charge(elemSize * deepCount(v, f.an.maxValue/elemSize))
+	}
+}
+
+// chargeConcat accounts the concatenation of two lists or tuples, before
+// it is built.
+func (f *frame) chargeConcat(x, y []builtin.Value) {
+	if f.an != nil {
+		max := f.an.maxValue / elemSize
+		n := seqCount(x, max)
+		f.an.charge(elemSize * (n + seqCount(y, max-n)))
+	}
+}
+
+// deepCount counts the elements of the containers in v, recursively
+// (a dict entry counts two), until the count passes max.
+func deepCount(v builtin.Value, max int64) int64 {
+	switch x := builtin.Strip(v).(type) {
+	case []builtin.Value:
+		return seqCount(x, max)
+	case builtin.Tuple:
+		return seqCount(x, max)
+	case *builtin.Dict:
+		if x == nil {
+			return 0
+		}
+		n := 2 * int64(len(x.Keys))
+		for _, k := range x.Keys {
+			if n > max {
+				break
+			}
+			n += deepCount(x.M[k], max-n)
+		}
+		return n
+	}
+	return 0
+}
+
+func seqCount(xs []builtin.Value, max int64) int64 {
+	n := int64(len(xs))
+	for _, e := range xs {
+		if n > max {
+			break
+		}
+		switch e.(type) { // the common case, a leaf, needs no call
+		case string, int64, bool, nil, float64:
+			continue
+		}
+		n += deepCount(e, max-n)
+	}
+	return n
+}
+
 // mulSize returns a*b, or math.MaxInt64 when it overflows.
 func mulSize(a, b int64) int64 {
 	if a > 0 && b > math.MaxInt64/a {

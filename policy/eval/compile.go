@@ -634,6 +634,7 @@ func (c *compiler) expr(e syntax.Expr) evalFn {
 			for i, e := range elts {
 				out[i] = e(f)
 			}
+			f.chargeDeep(out)
 			return out
 		}
 	case *syntax.ListLit:
@@ -643,6 +644,7 @@ func (c *compiler) expr(e syntax.Expr) evalFn {
 			for i, e := range elts {
 				out[i] = e(f)
 			}
+			f.chargeDeep(out)
 			return out
 		}
 	case *syntax.DictLit:
@@ -667,6 +669,7 @@ func (c *compiler) expr(e syntax.Expr) evalFn {
 			for i, k := range keys {
 				d.Set(k, vals[i](f))
 			}
+			f.chargeDeep(d)
 			return d
 		}
 	case *syntax.ListComp:
@@ -964,7 +967,7 @@ func (c *compiler) listComp(x *syntax.ListComp) evalFn {
 			out = append(out, elt(f))
 		}
 		f.slots[slot] = saved
-		f.chargeElems(len(out))
+		f.chargeDeep(out)
 		return out
 	}
 }

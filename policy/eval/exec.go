@@ -1043,11 +1043,9 @@ func (f *frame) callBuiltin(pos syntax.Pos, b *builtin.Builtin, args []builtin.V
 	if err != nil {
 		throwErr(pos, err)
 	}
-	switch x := v.(type) { // lists from text(), find(), tuple(), detectors
-	case []builtin.Value:
-		f.chargeElems(len(x))
-	case builtin.Tuple:
-		f.chargeElems(len(x))
+	switch v.(type) { // lists from text(), find(), tuple(), detectors
+	case []builtin.Value, builtin.Tuple:
+		f.chargeDeep(v)
 	}
 	return v
 }

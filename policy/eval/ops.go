@@ -77,13 +77,13 @@ func arith(f *frame, pos syntax.Pos, op syntax.Token, a, b builtin.Value) builti
 			}
 		case []builtin.Value:
 			if y, ok := b.([]builtin.Value); ok {
-				f.chargeElems(len(x) + len(y))
+				f.chargeConcat(x, y)
 				out := make([]builtin.Value, 0, len(x)+len(y))
 				return append(append(out, x...), y...)
 			}
 		case builtin.Tuple:
 			if y, ok := b.(builtin.Tuple); ok {
-				f.chargeElems(len(x) + len(y))
+				f.chargeConcat(x, y)
 				out := make(builtin.Tuple, 0, len(x)+len(y))
 				return append(append(out, x...), y...)
 			}
@@ -125,8 +125,10 @@ func arith(f *frame, pos syntax.Pos, op syntax.Token, a, b builtin.Value) builti
 				if len(x) == 0 {
 					return []builtin.Value{}
 				}
-				if size := mulSize(int64(len(x))*elemSize, int64(n)); size < math.MaxInt64 {
-					f.charge(size)
+				if f.an != nil {
+					if size := mulSize(elemSize*deepCount(x, f.an.maxValue/elemSize), int64(n)); size < math.MaxInt64 {
+						f.charge(size)
+					}
 				}
 				if n > (1<<20)/len(x) { // with no budget
 					throw(pos, builtin.ValueError, "repetition too large")
