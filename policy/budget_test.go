@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -388,4 +389,74 @@ func FuzzBudgets(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBudgetOptions checks that each budget of Options is configurable,
+// that a negative value turns it off, and that a result with no rule cut
+// short has no "truncated" member.
+func TestBudgetOptions(t *testing.T) {
+	tr := messages(3, func(i int) string { return fmt.Sprintf("m%d", i) })
+	tests := []struct {
+		name  string
+		line  string
+		opts  policy.Options
+		want  string // substring of rule 0's failure message; "" none
+		kind  string // of that failure; "" means budget_exceeded
+		kept  int    // violations of rule 0
+		trunc bool
+	}{
+		{name: "value size", line: "len(m.content * 2000) > 0", opts: policy.Options{MaxValueSize: 1000}, want: "over its budget of 1000 bytes per value", trunc: true},
+		{name: "value size off", line: `len("".join(["x" * 10000000, "y" * 10000000])) > 0`, opts: policy.Options{MaxValueSize: -1, MaxAlloc: -1}, kept: 3},
+		// with no budget, the fixed repetition limits (16 MiB, 2^20 elements) still hold
+		{name: "value size off keeps repetition limit", line: `len("x" * 20000000) > 0`, opts: policy.Options{MaxValueSize: -1, MaxAlloc: -1}, kind: "value_error", want: "repetition too large"},
+		{name: "value size default", line: `len("x" * 20000000) > 0`, want: "over its budget of 16777216 bytes per value", trunc: true},
+		{name: "memory", line: "len(m.content * 3000) > 0", opts: policy.Options{MaxAlloc: 10000}, want: "more than 10000 bytes of values", kept: 1, trunc: true},
+		{name: "violations", line: "(n: Message)", opts: policy.Options{MaxViolations: 5}, want: "more than 5 violations; the first 5 are kept", kept: 5, trunc: true},
+		{name: "violations off", line: "(n: Message)", opts: policy.Options{MaxViolations: -1}, kept: 9},
+		{name: "within budgets", line: `len(m.content * 3000) == 6000`, kept: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustLoad(t, "raise \"x\" if:\n    (m: Message)\n    "+tt.line+"\n"+lastRule, tt.opts)
+			res, err := p.Analyze(context.Background(), tr, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept, last := 0, 0
+			for _, v := range res.Errors {
+				if v.Rule == 0 {
+					kept++
+				} else {
+					last++
+				}
+			}
+			var msgs []string
+			for _, f := range res.Failures {
+				msgs = append(msgs, f.Kind+": "+f.Message)
+			}
+			kind := "budget_exceeded: "
+			if tt.kind != "" {
+				kind = tt.kind + ": "
+			}
+			switch {
+			case tt.want == "" && len(msgs) > 0:
+				t.Errorf("failures %q, want none", msgs)
+			case tt.want != "" && (len(msgs) != 1 || !strings.HasPrefix(msgs[0], kind) || !strings.Contains(msgs[0], tt.want)):
+				t.Errorf("failures %q, want one %ssaying %q", msgs, kind, tt.want)
+			}
+			if kept != tt.kept || last != 3 {
+				t.Errorf("violations: %d of rule 0, %d of rule 1; want %d and 3", kept, last, tt.kept)
+			}
+			if got := slices.Equal(res.Truncated, []int{0}); got != tt.trunc || !tt.trunc && res.Truncated != nil {
+				t.Errorf("truncated %v, want rule 0 truncated: %v", res.Truncated, tt.trunc)
+			}
+			js, err := json.Marshal(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(js), `"truncated"`) != tt.trunc {
+				t.Errorf("JSON %s: want \"truncated\" only when a rule was cut short", js)
+			}
+		})
+	}
 }

@@ -90,7 +90,8 @@ type Options struct {
 	// built-ins), in bytes: a string's bytes, 16 per list element. Values
 	// read from the trace are not counted. Building a larger value stops
 	// the rule with budget_exceeded. 0 means eval.DefaultMaxValueSize
-	// (16 MiB); a negative value means no limit.
+	// (16 MiB); a negative value means no budget (a repetition over
+	// 16 MiB or 2^20 elements is then a value_error).
 	MaxValueSize int64
 	// MaxAlloc bounds the total size (counted as for MaxValueSize) of the
 	// values one rule builds in an analysis; going past it stops the rule

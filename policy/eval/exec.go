@@ -54,8 +54,12 @@ type Options struct {
 	// +, *, split, keys/values/items, a built-in; the display string of a
 	// container), in bytes: a string's bytes, 16 per list or tuple element.
 	// Building a larger one stops the rule with budget_exceeded. Values
-	// read from the trace are never charged. 0 means DefaultMaxValueSize
-	// (16 MiB); a negative value means no limit.
+	// read from the trace are never charged. A container counts its
+	// elements deeply (a list holding one list 1,000 times counts those
+	// elements 1,000 times). 0 means DefaultMaxValueSize (16 MiB); a
+	// negative value means no budget (a repetition * over 16 MiB of
+	// string or 2^20 list elements is then a value_error, as it was
+	// before this budget).
 	MaxValueSize int64
 	// MaxAlloc bounds the total size, counted as for MaxValueSize, of the
 	// values one rule builds in an analysis; going past it stops the rule
