@@ -785,12 +785,12 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 		// a violation's arguments are written out whole (JSON, text):
 		// their size counts against the rule's memory budget, before
 		// JSONForm copies them
-		limit := an.maxAlloc - an.allocated
+		room := an.maxAlloc - an.allocated
 		for _, a := range hv.Args {
-			an.chargeTotal(outputSize(a, limit))
+			an.chargeTotal(outputSize(a, room))
 		}
 		for _, k := range hv.Kwargs.Keys {
-			an.chargeTotal(outputSize(hv.Kwargs.M[k], limit))
+			an.chargeTotal(outputSize(hv.Kwargs.M[k], room))
 		}
 	}
 	var args []builtin.Value
@@ -808,7 +808,6 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	default:
 		args = []builtin.Value{f.display(headVal)}
 	}
-
 	h.v.Args = make([]any, len(args))
 	for i, a := range args {
 		h.v.Args[i] = builtin.JSONForm(a)
