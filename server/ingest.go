@@ -77,6 +77,12 @@ type ingestOptions struct {
 	// defaultTime, when non-zero, is set as timestamp on events without
 	// one (append).
 	defaultTime time.Time
+	// traceID is the id of the trace the events go to: image links name
+	// it (images.go).
+	traceID string
+	// path is the JSON path of the event list in the request, for errors
+	// ("" = "messages[<traceIdx>]", a push).
+	path string
 }
 
 // preparedEvents is one normalised trace, ready for the store.
@@ -85,6 +91,9 @@ type preparedEvents struct {
 	tools    map[string]*store.ToolUse
 	events   []*trace.Event
 	decoded  *trace.Trace
+	// images are the blobs of the trace's inline images, to be stored
+	// (Server.putBlobs) before the trace.
+	images imageSet
 }
 
 // errNotObjects is the Vigil text for a trace that is not a list of objects.
@@ -126,6 +135,10 @@ func prepareTrace(raw []byte, opt ingestOptions, warn *warnings) (*preparedEvent
 			return nil, errNotObjects(opt.traceIdx)
 		}
 		idx := opt.firstIndex + j
+		// Inline images become blobs and links (rule 2, images.go).
+		if err := p.images.rewriteImages(obj, opt.traceID, opt.eventPath(j)); err != nil {
+			return nil, err
+		}
 		// message_id (explorer-api §2.1 rule 3).
 		id := ""
 		if v, ok := obj.Get("message_id"); ok {
@@ -188,6 +201,14 @@ func prepareTrace(raw []byte, opt ingestOptions, warn *warnings) (*preparedEvent
 		p.messages[j] = store.Message{ID: id, NodeIDs: nodes, Data: trace.Marshal(obj)}
 	}
 	return p, nil
+}
+
+// eventPath is the JSON path of the j-th event of the request.
+func (o ingestOptions) eventPath(j int) string {
+	if o.path == "" {
+		return fmt.Sprintf("messages[%d][%d]", o.traceIdx, j)
+	}
+	return fmt.Sprintf("%s[%d]", o.path, j)
 }
 
 func containsString(list []string, s string) bool {
