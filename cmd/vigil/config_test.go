@@ -59,7 +59,7 @@ gateway:            # accepted, not read yet
   upstreams: []
 `, check: func(t *testing.T, c *fileConfig) {
 			if c.Listen != "127.0.0.1:9999" || c.DataDir != "/srv/vigil" || c.DB != "postgres://db/vigil" ||
-				c.Log.Format != "json" || c.Ledger.KeyFile != "/etc/vigil/ledger.key" ||
+				c.Log.Format.Value != "json" || c.Ledger.KeyFile != "/etc/vigil/ledger.key" ||
 				c.Detectors.BaseURL != "http://127.0.0.1:7000/v1" || c.Detectors.APIKey != "sk-test" ||
 				time.Duration(c.Detectors.Timeout) != 3*time.Second {
 				t.Errorf("decoded %+v", c)
