@@ -315,7 +315,7 @@ func (c *fileConfig) notInEffect() []string {
 		return k == p || strings.HasPrefix(k, p+".") || strings.HasPrefix(k, p+"[")
 	}
 	for _, k := range c.keys {
-		if slices.ContainsFunc(inEffect, func(p string) bool { return under(k, p) }) ||
+		if slices.ContainsFunc(inEffect, func(p string) bool { return under(k, p) || under(p, k) }) ||
 			slices.ContainsFunc(out, func(p string) bool { return under(k, p) }) {
 			continue
 		}

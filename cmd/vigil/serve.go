@@ -46,18 +46,23 @@ func openPostgres(ctx context.Context, dsn string) (store.Store, error) {
 
 func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "serve [--listen ADDR] [--data-dir DIR | --db postgres://...] [--ledger-key-file FILE]",
-		"Run the Vigil server. With no flags it serves on 127.0.0.1:8080 with a SQLite database in\n~/.vigil, and prints an admin API key on first start (or registers $VIGIL_API_KEY).\nThe garbage collector runs with GOGC=400 unless GOGC is set.", stderr)
+		"Run the Vigil server. With no flags it serves on 127.0.0.1:8080 with a SQLite database in\n"+
+			"~/.vigil, and prints an admin API key on first start (or registers $VIGIL_API_KEY).\n"+
+			"With --db and no --data-dir or --ledger-key-file nothing is written to the local disk:\n"+
+			"the ledger signing key is kept in the database, shared by every server using it.\n"+
+			"Every request is logged (method, path, status, bytes, duration, key id) at level info.\n"+
+			"The garbage collector runs with GOGC=400 unless GOGC is set.", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	fs.String("config", "", configUsage)
 	listen := fs.String("listen", envOr("VIGIL_LISTEN", fc.Listen), "listen address (env VIGIL_LISTEN; PORT sets the port)")
-	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: SQLite database, ledger key (default ~/.vigil)")
+	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: SQLite database, ledger key (default ~/.vigil; none with --db)")
 	db := fs.String("db", envOr("VIGIL_DB", fc.DB), "PostgreSQL URL instead of SQLite (env VIGIL_DB)")
-	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", fc.Ledger.KeyFile), "ledger signing key file (default <data-dir>/ledger.key; VIGIL_LEDGER_KEY holds the seed itself)")
+	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", fc.Ledger.KeyFile), "ledger signing key file (default <data-dir>/ledger.key, or the database with --db; VIGIL_LEDGER_KEY holds the seed itself)")
 	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format.Value, "text")), "log format: text or json")
-	logLevel := fs.String("log-level", envOr("VIGIL_LOG_LEVEL", cmp.Or(fc.Log.Level.Value, "info")), "log level: debug, info, warn or error")
+	logLevel := fs.String("log-level", envOr("VIGIL_LOG_LEVEL", cmp.Or(fc.Log.Level.Value, "info")), "log level: debug, info, warn or error (env VIGIL_LOG_LEVEL)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
