@@ -7,16 +7,20 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"image"
 	"image/color"
 	"image/png"
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/trace"
 )
 
 // testPNG returns a small valid PNG (w×1 pixels, so callers get distinct
@@ -308,4 +312,62 @@ func TestDecodeImage(t *testing.T) {
 			t.Errorf("decodeImage(%q) = %x, %v", tc.in, got, err)
 		}
 	}
+}
+
+// FuzzImages rewrites arbitrary image content (string content and a data
+// URI part) and inlines the result again: every input is either rejected
+// with a 400 naming a path under the event, or stored as blobs whose
+// hashes match their bytes and that inline back to the same bytes.
+func FuzzImages(f *testing.F) {
+	png := base64.StdEncoding.EncodeToString(testPNG(f, 1))
+	for _, s := range [][2]string{
+		{"base64_img: " + png, "data:image/png;base64," + png},
+		{"local_base64_img: " + png, "data:image/jpeg;base64,/9j/4AAQ"},
+		{"base64_img: !!!", "data:image/png;base64,@@@"},
+		{"base64_img:", "data:image/;base64,AAAA"},
+		{"plain text", "https://example.com/a.png"},
+		{"local_img_link: /api/v1/trace/image/_/t/" + strings.Repeat("a", 64) + ".png", "data:text/plain;base64,aGk="},
+		{"base64_img: aGk", "DATA:IMAGE/PNG;charset=x;BASE64,aGk="},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, content, url string) {
+		obj := trace.NewObject("role", "user", "content", content)
+		parts := trace.NewObject("role", "user", "content", []trace.Value{
+			trace.NewObject("type", "image_url", "image_url", trace.NewObject("url", url)),
+		})
+		var is imageSet
+		for i, o := range []*trace.Object{obj, parts} {
+			err := is.rewriteImages(o, "tid", "messages[0]["+strconv.Itoa(i)+"]")
+			if err != nil {
+				var ae *Error
+				if !errors.As(err, &ae) || ae.Status != 400 || !strings.HasPrefix(ae.Detail, "messages[0]["+strconv.Itoa(i)+"].content") {
+					t.Fatalf("error %v, want a 400 naming the content path", err)
+				}
+				return
+			}
+		}
+		blobs := map[string]*store.Blob{}
+		for _, b := range is.blobs {
+			if sha(b.Data) != b.SHA256 || len(b.Data) == 0 || len(b.Data) > maxImageBytes {
+				t.Fatalf("blob %s of %d bytes", b.SHA256, len(b.Data))
+			}
+			blobs[b.SHA256] = b
+		}
+		for _, o := range []*trace.Object{obj, parts} {
+			if _, err := inlineEvent(o, func(s string) (*store.Blob, error) { return blobs[s], nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// What was an image inlines back to the same bytes.
+		if _, ok := cutImagePrefix(content); ok {
+			c, _ := obj.Get("content")
+			b64, ok := cutImagePrefix(c.(string))
+			data, err := decodeImage(b64, "p")
+			want, _ := decodeImage(strings.TrimPrefix(strings.TrimPrefix(content, imgBase64Prefix), imgInlinePrefix), "p")
+			if !ok || err != nil || !bytes.Equal(data, want) {
+				t.Fatalf("content %q inlined as %q", content, c)
+			}
+		}
+	})
 }
