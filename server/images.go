@@ -72,10 +72,25 @@ func (is *imageSet) add(traceID, mime string, data []byte) string {
 	return imageRoute + "_/" + traceID + "/" + h + "." + imageExt(mime)
 }
 
+// eventPos is where an event is in its request, for errors: its JSON path
+// is path[event], or messages[trace][event] when path is "" (a push). It
+// is rendered only for an error, so ingest does not pay for it per event.
+type eventPos struct {
+	path         string
+	trace, event int
+}
+
+func (p eventPos) String() string {
+	if p.path == "" {
+		return fmt.Sprintf("messages[%d][%d]", p.trace, p.event)
+	}
+	return fmt.Sprintf("%s[%d]", p.path, p.event)
+}
+
 // rewriteImages replaces the inline images of one event (its "content":
-// a string, or a list of parts) by links to blobs added to is. path is the
-// event's JSON path in the request, for errors.
-func (is *imageSet) rewriteImages(obj *trace.Object, traceID, path string) error {
+// a string, or a list of parts) by links to blobs added to is. at is the
+// event's place in the request, for errors.
+func (is *imageSet) rewriteImages(obj *trace.Object, traceID string, at eventPos) error {
 	c, ok := obj.Get("content")
 	if !ok {
 		return nil
@@ -86,7 +101,7 @@ func (is *imageSet) rewriteImages(obj *trace.Object, traceID, path string) error
 		if !ok {
 			return nil
 		}
-		data, err := decodeImage(b64, path+".content")
+		data, err := decodeImage(b64, at.String()+".content")
 		if err != nil {
 			return err
 		}
@@ -101,10 +116,9 @@ func (is *imageSet) rewriteImages(obj *trace.Object, traceID, path string) error
 			if !ok {
 				continue
 			}
-			partPath := path + ".content[" + strconv.Itoa(i) + "].image_url"
 			switch u := iu.(type) {
 			case string: // the short form some clients send
-				link, err := is.rewriteDataURI(u, traceID, partPath)
+				link, err := is.rewriteDataURI(u, traceID, at, i, "")
 				if err != nil {
 					return err
 				}
@@ -114,7 +128,7 @@ func (is *imageSet) rewriteImages(obj *trace.Object, traceID, path string) error
 			case *trace.Object:
 				s, ok := u.Get("url")
 				if str, isStr := s.(string); ok && isStr {
-					link, err := is.rewriteDataURI(str, traceID, partPath+".url")
+					link, err := is.rewriteDataURI(str, traceID, at, i, ".url")
 					if err != nil {
 						return err
 					}
@@ -130,8 +144,9 @@ func (is *imageSet) rewriteImages(obj *trace.Object, traceID, path string) error
 
 // rewriteDataURI stores the image of a "data:image/<type>;base64,<b64>"
 // URI and returns its link; "" when uri is not such a URI (http(s) URLs,
-// non-base64 data URIs), which is then kept as it is.
-func (is *imageSet) rewriteDataURI(uri, traceID, path string) (string, error) {
+// non-base64 data URIs), which is then kept as it is. The URI is part
+// `part` of the event at, under image_url plus suffix.
+func (is *imageSet) rewriteDataURI(uri, traceID string, at eventPos, part int, suffix string) (string, error) {
 	rest, ok := cutPrefixFold(uri, "data:")
 	if !ok {
 		return "", nil
@@ -140,15 +155,16 @@ func (is *imageSet) rewriteDataURI(uri, traceID, path string) (string, error) {
 	if !ok {
 		return "", nil
 	}
+	path := func() string { return at.String() + ".content[" + strconv.Itoa(part) + "].image_url" + suffix }
 	params := strings.Split(header, ";")
 	mime := strings.ToLower(strings.TrimSpace(params[0]))
 	if !strings.HasPrefix(mime, "image/") || !strings.EqualFold(strings.TrimSpace(params[len(params)-1]), "base64") {
 		return "", nil
 	}
 	if !validMime(mime) {
-		return "", badRequestAt(path, "invalid image type %q in data URI", mime)
+		return "", badRequestAt(path(), "invalid image type %q in data URI", mime)
 	}
-	data, err := decodeImage(b64, path)
+	data, err := decodeImage(b64, path())
 	if err != nil {
 		return "", err
 	}

@@ -338,7 +338,7 @@ func FuzzImages(f *testing.F) {
 		})
 		var is imageSet
 		for i, o := range []*trace.Object{obj, parts} {
-			err := is.rewriteImages(o, "tid", "messages[0]["+strconv.Itoa(i)+"]")
+			err := is.rewriteImages(o, "tid", eventPos{trace: 0, event: i})
 			if err != nil {
 				var ae *Error
 				if !errors.As(err, &ae) || ae.Status != 400 || !strings.HasPrefix(ae.Detail, "messages[0]["+strconv.Itoa(i)+"].content") {

@@ -136,7 +136,7 @@ func prepareTrace(raw []byte, opt ingestOptions, warn *warnings) (*preparedEvent
 		}
 		idx := opt.firstIndex + j
 		// Inline images become blobs and links (rule 2, images.go).
-		if err := p.images.rewriteImages(obj, opt.traceID, opt.eventPath(j)); err != nil {
+		if err := p.images.rewriteImages(obj, opt.traceID, eventPos{opt.path, opt.traceIdx, j}); err != nil {
 			return nil, err
 		}
 		// message_id (explorer-api §2.1 rule 3).
@@ -201,14 +201,6 @@ func prepareTrace(raw []byte, opt ingestOptions, warn *warnings) (*preparedEvent
 		p.messages[j] = store.Message{ID: id, NodeIDs: nodes, Data: trace.Marshal(obj)}
 	}
 	return p, nil
-}
-
-// eventPath is the JSON path of the j-th event of the request.
-func (o ingestOptions) eventPath(j int) string {
-	if o.path == "" {
-		return fmt.Sprintf("messages[%d][%d]", o.traceIdx, j)
-	}
-	return fmt.Sprintf("%s[%d]", o.path, j)
 }
 
 func containsString(list []string, s string) bool {
