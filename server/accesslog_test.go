@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/store"
 )
 
@@ -93,5 +96,38 @@ func TestAccessLogOff(t *testing.T) {
 	}
 	if buf.String() != "" {
 		t.Errorf("logged without an access log: %s", buf.String())
+	}
+}
+
+// BenchmarkAccessLog measures what the access log adds to a request
+// (GET /api/v1/version through the whole handler chain, JSON lines to a
+// discarding writer).
+func BenchmarkAccessLog(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			st := openSQLite(b)
+			key, _ := ledger.GenerateKey()
+			cfg := Config{Store: st, LedgerKey: key, Logger: discardLogger()}
+			if on {
+				cfg.AccessLog = slog.New(slog.NewJSONHandler(io.Discard, nil))
+			}
+			srv, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := httptest.NewRequest("GET", "/api/v1/version", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				srv.ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatal(w.Code)
+				}
+			}
+		})
 	}
 }
