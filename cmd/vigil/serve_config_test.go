@@ -243,6 +243,26 @@ func anonymousRead(t *testing.T, url string) int {
 	return st
 }
 
+// TestServeBadLogSettings: a log format or level serve cannot use stops
+// it with an error naming the value (an unknown format was taken as
+// text).
+func TestServeBadLogSettings(t *testing.T) {
+	serveEnv(t)
+	data := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--log-format", "xml"}, `log format "xml": want text or json`},
+		{[]string{"--log-level", "loud"}, `log level "loud": want debug, info, warn or error`},
+	} {
+		code, _, errOut := runVigil(t, "", append([]string{"serve", "--data-dir", data, "--listen", "127.0.0.1:0"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("serve %v: exit %d, %s", tc.args, code, errOut)
+		}
+	}
+}
+
 // pushOne pushes a one-event trace and tries to share it; it returns the
 // push status and the share status.
 func pushOne(t *testing.T, url string) (int, int) {
