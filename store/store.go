@@ -86,6 +86,7 @@ type Store interface {
 	Ledger
 	Notifier
 	Blobs
+	Instance
 	SavedQueries
 	Idempotency
 	Guardrails
@@ -342,6 +343,16 @@ type Blobs interface {
 	GetBlob(ctx context.Context, ownerID, sha256 string) (*Blob, error)
 	// DeleteBlob deletes it, or returns ErrNotFound.
 	DeleteBlob(ctx context.Context, ownerID, sha256 string) error
+}
+
+// Instance holds instance-wide values that every process sharing the
+// database must agree on, such as the ledger signing key of a PostgreSQL
+// deployment that has no key file (vigil serve).
+type Instance interface {
+	// InitInstanceValue stores value under name unless a value is stored
+	// there already, and returns the stored value: the first writer wins,
+	// so processes starting together agree.
+	InitInstanceValue(ctx context.Context, name, value string) (string, error)
 }
 
 // SavedQueries stores a dataset's saved searches (explorer-api §2.5, §7.1);
