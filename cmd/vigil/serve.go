@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vigilhq/vigil/ledger"
@@ -48,6 +50,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs := newFlagSet("serve", "serve [--listen ADDR] [--data-dir DIR | --db postgres://...] [--ledger-key-file FILE]",
 		"Run the Vigil server. With no flags it serves on 127.0.0.1:8080 with a SQLite database in\n"+
 			"~/.vigil, and prints an admin API key on first start (or registers $VIGIL_API_KEY).\n"+
+			"A lost admin key is replaced with 'vigil keys create' (same --data-dir/--db/--config).\n"+
 			"With --db and no --data-dir or --ledger-key-file nothing is written to the local disk:\n"+
 			"the ledger signing key is kept in the database, shared by every server using it.\n"+
 			"Every request is logged (method, path, status, bytes, duration, key id) at level info.\n"+
@@ -56,10 +59,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	fs.String("config", "", configUsage)
 	listen := fs.String("listen", envOr("VIGIL_LISTEN", fc.Listen), "listen address (env VIGIL_LISTEN; PORT sets the port)")
-	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: SQLite database, ledger key (default ~/.vigil; none with --db)")
-	db := fs.String("db", envOr("VIGIL_DB", fc.DB), "PostgreSQL URL instead of SQLite (env VIGIL_DB)")
+	where := addStoreFlags(fs, fc)
+	dataDir := &where.dataDir
 	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", fc.Ledger.KeyFile), "ledger signing key file (default <data-dir>/ledger.key, or the database with --db; VIGIL_LEDGER_KEY holds the seed itself)")
 	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format.Value, "text")), "log format: text or json")
 	logLevel := fs.String("log-level", envOr("VIGIL_LOG_LEVEL", cmp.Or(fc.Log.Level.Value, "info")), "log level: debug, info, warn or error (env VIGIL_LOG_LEVEL)")
@@ -86,24 +88,16 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		log.Warn("configuration keys accepted but not used by this build", "file", fc.path, "keys", strings.Join(keys, ", "))
 	}
 
-	// With PostgreSQL nothing is written to the local disk unless a data
-	// directory or key file is configured: there is no data directory then.
-	dataDirSet := *dataDir != ""
-	if !dataDirSet && *db == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return fmt.Errorf("serve: no --data-dir and no home directory: %w", err)
-		}
-		*dataDir = filepath.Join(home, ".vigil")
-	}
-	if *dataDir != "" {
-		if err := os.MkdirAll(*dataDir, 0o700); err != nil {
-			return fmt.Errorf("serve: data dir: %w", err)
-		}
-	}
-	st, err := openServeStore(ctx, *dataDir, *db)
+	// Bind first: a busy port must fail before anything is created, above
+	// all the admin key that is shown only once.
+	ln, err := listenServe(*listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer ln.Close() // no-op once served: Shutdown closes it
+	st, err := where.open(ctx)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	closed := false
 	defer func() {
@@ -120,20 +114,6 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		if ring, err = ledger.LoadKeyRing(filepath.Join(*dataDir, ledger.KeyRingDirName)); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
-	}
-	boot, err := server.Bootstrap(ctx, st, server.BootstrapOptions{
-		AdminUsername: opts.adminUsername, EnvKey: os.Getenv("VIGIL_API_KEY"),
-	})
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	if boot.Warning != "" {
-		log.Warn(boot.Warning)
-	}
-	if boot.GeneratedKey != "" {
-		// Not a log record: the one place the plaintext is shown, in the
-		// fixed form of explorer-api §1.3 (logs never hold keys).
-		fmt.Fprintf(stderr, "vigil: created admin API key (shown once, store it now): %s\n", boot.GeneratedKey)
 	}
 	cfg := server.Config{
 		Store: st, LedgerKey: key, KeyRing: ring, Logger: log, AccessLog: log, Version: version,
@@ -168,9 +148,21 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		scheme = "https"
 	}
-	ln, err := net.Listen("tcp", *listen)
+	// Bootstrap last, when nothing can fail before serving: a generated
+	// admin key is printed only by a server that is about to answer.
+	boot, err := server.Bootstrap(ctx, st, server.BootstrapOptions{
+		AdminUsername: opts.adminUsername, EnvKey: os.Getenv("VIGIL_API_KEY"),
+	})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if boot.Warning != "" {
+		log.Warn(boot.Warning)
+	}
+	if boot.GeneratedKey != "" {
+		// Not a log record: the one place the plaintext is shown, in the
+		// fixed form of explorer-api §1.3 (logs never hold keys).
+		fmt.Fprintf(stderr, "vigil: created admin API key (shown once, store it now): %s\n", boot.GeneratedKey)
 	}
 	log.Info(fmt.Sprintf("listening on %s://%s", scheme, ln.Addr()), "store", st.Kind(), "data_dir", *dataDir, "ledger_key", keySource)
 	errc := make(chan error, 1)
@@ -202,23 +194,60 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return nil
 }
 
-// openServeStore opens PostgreSQL when db is set, else SQLite in dataDir.
-func openServeStore(ctx context.Context, dataDir, db string) (store.Store, error) {
-	if db != "" {
-		if !strings.HasPrefix(db, "postgres://") && !strings.HasPrefix(db, "postgresql://") {
-			return nil, fmt.Errorf("serve: --db must be a postgres:// URL, got %q", db)
-		}
-		st, err := openPostgres(ctx, db)
+// listenServe binds addr. A failure says which address and what to do:
+// the usual cause is another server (often another vigil serve) on it.
+func listenServe(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("cannot listen on %s: the address is already in use (another vigil serve?); stop that process or choose another address with --listen HOST:PORT (or VIGIL_LISTEN, PORT); nothing was created", addr)
+	}
+	return nil, fmt.Errorf("cannot listen on %s: %w; choose another address with --listen HOST:PORT; nothing was created", addr, err)
+}
+
+// storeFlags say where the store is: --data-dir or --db, with --config,
+// their environment variables and the configuration file as defaults
+// (flags > environment > file > defaults). serve and keys share them, so
+// that keys works on the very store a server uses.
+type storeFlags struct {
+	dataDir, db string
+}
+
+// addStoreFlags defines --config, --data-dir and --db on fs.
+func addStoreFlags(fs *flag.FlagSet, fc *fileConfig) *storeFlags {
+	sf := &storeFlags{}
+	fs.String("config", "", configUsage)
+	fs.StringVar(&sf.dataDir, "data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: SQLite database, ledger key (default ~/.vigil; none with --db)")
+	fs.StringVar(&sf.db, "db", envOr("VIGIL_DB", fc.DB), "PostgreSQL URL instead of SQLite (env VIGIL_DB)")
+	return sf
+}
+
+// open opens PostgreSQL when --db is set, else SQLite in the data
+// directory (default ~/.vigil, created when missing). With PostgreSQL
+// nothing is written to the local disk unless a data directory is
+// configured: there is no data directory then.
+func (sf *storeFlags) open(ctx context.Context) (store.Store, error) {
+	if sf.dataDir == "" && sf.db == "" {
+		home, err := os.UserHomeDir()
 		if err != nil {
-			return nil, fmt.Errorf("serve: %w", err)
+			return nil, fmt.Errorf("no --data-dir and no home directory: %w", err)
 		}
-		return st, nil
+		sf.dataDir = filepath.Join(home, ".vigil")
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(dataDir, "vigil.db"), nil)
-	if err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
+	if sf.dataDir != "" {
+		if err := os.MkdirAll(sf.dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
 	}
-	return st, nil
+	if sf.db != "" {
+		if !strings.HasPrefix(sf.db, "postgres://") && !strings.HasPrefix(sf.db, "postgresql://") {
+			return nil, fmt.Errorf("--db must be a postgres:// URL, got %q", sf.db)
+		}
+		return openPostgres(ctx, sf.db)
+	}
+	return sqlite.Open(ctx, filepath.Join(sf.dataDir, "vigil.db"), nil)
 }
 
 // serveOptions are the settings of vigil serve that come from the
