@@ -34,7 +34,7 @@ func (sf *serverFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	BoolVar(*bool, string, bool, string)
 }) {
-	fs.StringVar(&sf.url, "url", "", "server URL (default $VIGIL_URL, $INVARIANT_API_ENDPOINT, $INVARIANT_API_URL, else "+client.DefaultURL+")")
+	fs.StringVar(&sf.url, "url", "", "server `URL`; without a scheme it is http (127.0.0.1:8080, localhost:8080, :8080) (default $VIGIL_URL, $INVARIANT_API_ENDPOINT, $INVARIANT_API_URL, else "+client.DefaultURL+")")
 	fs.StringVar(&sf.url, "server", "", "alias of --url")
 	fs.StringVar(&sf.key, "api-key", "", "API key (default $VIGIL_API_KEY, else $INVARIANT_API_KEY)")
 	fs.BoolVar(&sf.quiet, "q", false, "no progress output")
@@ -168,8 +168,12 @@ func resolveDataset(ctx context.Context, c *client.Client, nameOrID, owner strin
 			}
 		}
 		me, err := c.Identity(ctx)
+		var down *client.UnreachableError
+		if errors.As(err, &down) {
+			return "", err // says all: no "who am I" in front
+		}
 		if err != nil {
-			return "", fmt.Errorf("who am I: %w", err)
+			return "", fmt.Errorf("find the dataset owner (the key's user): %w", err)
 		}
 		owner = me.Username
 	}

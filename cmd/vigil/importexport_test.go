@@ -177,3 +177,37 @@ func TestExportFailureLeavesNoFile(t *testing.T) {
 		t.Fatalf("a failed export left files behind: %v", entries)
 	}
 }
+
+// TestClientServerAddress: --url without a scheme is http, and a server
+// that is down gets one message naming the URL and `vigil serve` (it was
+// "who am I: GET ...: dial tcp ...: connection refused").
+func TestClientServerAddress(t *testing.T) {
+	url, _ := newInProcessServer(t)
+	t.Setenv("VIGIL_API_KEY", testKey)
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(in, []byte(`{"messages": [{"role": "user", "content": "hi"}]}`+"\n"), 0o644)
+	hostPort := strings.TrimPrefix(url, "http://")
+	_, port, _ := strings.Cut(hostPort, ":")
+	for i, addr := range []string{hostPort, "localhost:" + port, ":" + port} {
+		name := fmt.Sprintf("addr%d", i)
+		if code, out, errs := runVigil(t, "", "import", in, "--dataset", name, "--url", addr, "-q"); code != 0 || !strings.Contains(out, `"num_traces":1`) {
+			t.Fatalf("import --url %s: %d %s %s", addr, code, out, errs)
+		}
+		if code, out, errs := runVigil(t, "", "export", "--dataset", name, "--url", addr, "-q"); code != 0 || !strings.Contains(out, `"hi"`) {
+			t.Fatalf("export --url %s: %d %s %s", addr, code, out, errs)
+		}
+	}
+
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	want := "no Vigil server answers at " + down.URL + " (connection refused): start one with 'vigil serve'"
+	for _, args := range [][]string{
+		{"export", "--dataset", "d", "--url", strings.TrimPrefix(down.URL, "http://")},
+		{"import", in, "--dataset", "d", "--url", down.URL, "-q"},
+	} {
+		code, _, errs := runVigil(t, "", args...)
+		if code != 2 || !strings.Contains(errs, want) || strings.Contains(errs, "who am I") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%s against a stopped server: exit %d, stderr %q; want 2 and %q", args[0], code, errs, want)
+		}
+	}
+}
