@@ -478,11 +478,9 @@ func (u *uploadPush) push(ctx context.Context, sp *uploadSpool, batch []store.Ne
 		req.MergeMetadata = sp.datasetMeta
 	}
 	res, err := s.st.PushTraces(ctx, req)
-	if errors.Is(err, store.ErrConflict) {
-		if req.RequireEmpty {
-			return badRequest("Dataset with the same name already exists with traces, to add new traces use the push API")
-		}
-		return badRequest("an explicit index in the file is already used in dataset %s: %v", u.f.name, err)
+	var taken *store.IndexTakenError
+	if errors.Is(err, store.ErrConflict) && req.RequireEmpty && !errors.As(err, &taken) {
+		return badRequest("Dataset with the same name already exists with traces, to add new traces use the push API")
 	}
 	if err != nil {
 		return err

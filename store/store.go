@@ -31,6 +31,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"time"
 )
@@ -62,6 +63,26 @@ var (
 	// not affected.
 	ErrInvalidText = errors.New("text holds a NUL character or invalid UTF-8")
 )
+
+// IndexTakenError is the ErrConflict of a push that gives a trace an
+// explicit index already used in its dataset (InPush false), or gives one
+// index to two of its traces (InPush true). errors.Is(err, ErrConflict)
+// holds for it.
+type IndexTakenError struct {
+	Dataset string // the dataset's name
+	Index   int64
+	InPush  bool
+}
+
+func (e *IndexTakenError) Error() string {
+	if e.InPush {
+		return fmt.Sprintf("trace index %d is given twice in the traces added to dataset %q", e.Index, e.Dataset)
+	}
+	return fmt.Sprintf("trace index %d is already used in dataset %q", e.Index, e.Dataset)
+}
+
+// Unwrap returns ErrConflict.
+func (e *IndexTakenError) Unwrap() error { return ErrConflict }
 
 // Store is the storage interface. All methods are safe for concurrent use.
 // Times are stored with microsecond precision in UTC. A method that returns a
