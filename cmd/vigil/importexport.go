@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/vigilhq/vigil/client"
 )
@@ -57,7 +55,8 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	var sf serverFlags
 	sf.register(fs)
 	dataset := fs.String("dataset", "", "dataset name (required)")
-	appendMode := fs.Bool("append", false, "add to a dataset that already has traces")
+	appendMode := fs.Bool("append", false, "add to a dataset that already has traces (the file's indices must be unused there; see --renumber)")
+	renumber := fs.Bool("renumber", false, "drop the file's trace indices: the traces get the dataset's next free ones (to append a file exported from a dataset)")
 	public := fs.Bool("public", false, "make a new dataset public")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -85,8 +84,14 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		src = f
 	}
 	prog := newProgress(stderr, "import "+pos[0], total, sf.quiet)
-	d, err := sf.client().Upload(ctx, *dataset, &countingReader{r: src, p: prog}, client.UploadOptions{IsPublic: *public, Append: *appendMode})
+	body := newJSONLStream(src, prog)
+	body.renumber, body.serverPhase = *renumber, true
+	d, err := sf.client().Upload(ctx, *dataset, body, client.UploadOptions{IsPublic: *public, Append: *appendMode})
 	prog.done(err == nil)
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Code == "index_conflict" {
+		return fmt.Errorf("import %s: %s; add --renumber to give the file's traces the dataset's next free indices instead of their own", pos[0], detailBefore(ae.Detail, ": leave the index out"))
+	}
 	if err != nil {
 		return fmt.Errorf("import %s: %w", pos[0], err)
 	}
@@ -119,11 +124,11 @@ func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return errors.New("export: --dataset is required")
 	}
 	c := sf.client()
-	id, err := resolveDataset(ctx, c, *dataset, *owner)
+	d, err := resolveDataset(ctx, c, *dataset, *owner)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	body, err := c.Export(ctx, id, client.ExportOptions{IncludeTraceIDs: *ids, OnlyAnnotated: *annotated})
+	body, err := c.Export(ctx, d.ID, client.ExportOptions{IncludeTraceIDs: *ids, OnlyAnnotated: *annotated})
 	if err != nil {
 		return fmt.Errorf("export %s: %w", *dataset, err)
 	}
@@ -140,7 +145,10 @@ func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		dst = f
 	}
 	prog := newProgress(stderr, "export "+*dataset, -1, sf.quiet)
-	_, err = io.Copy(dst, &countingReader{r: body, p: prog})
+	if d.NumTraces != nil && !*annotated {
+		prog.totalTraces = int64(*d.NumTraces)
+	}
+	_, err = io.Copy(dst, newJSONLStream(body, prog))
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -158,136 +166,35 @@ func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return nil
 }
 
-// resolveDataset returns the id of dataset nameOrID (a name in owner's
-// namespace, default the key's user, or an id).
-func resolveDataset(ctx context.Context, c *client.Client, nameOrID, owner string) (string, error) {
+// resolveDataset returns dataset nameOrID (a name in owner's namespace,
+// default the key's user, or an id).
+func resolveDataset(ctx context.Context, c *client.Client, nameOrID, owner string) (*client.Dataset, error) {
 	if owner == "" {
 		if strings.Count(nameOrID, "-") == 4 && len(nameOrID) == 36 {
 			if d, err := c.GetDataset(ctx, nameOrID); err == nil {
-				return d.ID, nil
+				return d, nil
 			}
 		}
 		me, err := c.Identity(ctx)
 		var down *client.UnreachableError
 		if errors.As(err, &down) {
-			return "", err // says all: no "who am I" in front
+			return nil, err // says all: no "who am I" in front
 		}
 		if err != nil {
-			return "", fmt.Errorf("find the dataset owner (the key's user): %w", err)
+			return nil, fmt.Errorf("find the dataset owner (the key's user): %w", err)
 		}
 		owner = me.Username
 	}
 	d, err := c.GetDatasetByName(ctx, owner, nameOrID)
 	if err != nil {
-		return "", fmt.Errorf("dataset %s/%s: %w", owner, nameOrID, err)
+		return nil, fmt.Errorf("dataset %s/%s: %w", owner, nameOrID, err)
 	}
-	return d.ID, nil
+	return d, nil
 }
 
-// progress reports transferred bytes on stderr: a redrawn bar on a
-// terminal, a plain line every few seconds otherwise, nothing when quiet.
-type progress struct {
-	w        io.Writer
-	label    string
-	total    int64
-	tty      bool
-	off      bool
-	mu       sync.Mutex
-	n        int64
-	start    time.Time
-	last     time.Time
-	interval time.Duration
-}
-
-func newProgress(w io.Writer, label string, total int64, quiet bool) *progress {
-	p := &progress{w: w, label: label, total: total, off: quiet, start: time.Now(), interval: 5 * time.Second}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			p.tty, p.interval = true, 100*time.Millisecond
-		}
-	}
-	p.last = p.start
-	return p
-}
-
-func (p *progress) add(n int) {
-	if p.off {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.n += int64(n)
-	if now := time.Now(); now.Sub(p.last) >= p.interval {
-		p.last = now
-		p.draw(false)
-	}
-}
-
-func (p *progress) draw(final bool) {
-	el := time.Since(p.start).Seconds()
-	rate := ""
-	if el > 0 {
-		rate = fmt.Sprintf(" %s/s", humanBytes(int64(float64(p.n)/el)))
-	}
-	var line string
-	if p.total > 0 {
-		pct := float64(p.n) / float64(p.total)
-		if pct > 1 {
-			pct = 1
-		}
-		if p.tty {
-			const width = 30
-			fill := int(pct * width)
-			line = fmt.Sprintf("%s [%s%s] %3.0f%% %s/%s%s", p.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), pct*100, humanBytes(p.n), humanBytes(p.total), rate)
-		} else {
-			line = fmt.Sprintf("%s: %s of %s (%.0f%%)%s", p.label, humanBytes(p.n), humanBytes(p.total), pct*100, rate)
-		}
-	} else {
-		line = fmt.Sprintf("%s: %s%s", p.label, humanBytes(p.n), rate)
-	}
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s", line)
-		if final {
-			fmt.Fprintln(p.w)
-		}
-	} else {
-		fmt.Fprintf(p.w, "vigil: %s\n", line)
-	}
-}
-
-// done draws the last state (only on success, or on a terminal to end the line).
-func (p *progress) done(ok bool) {
-	if p.off {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if ok || p.tty {
-		p.draw(true)
-	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// countingReader reports bytes read to a progress.
-type countingReader struct {
-	r io.Reader
-	p *progress
-}
-
-func (c *countingReader) Read(b []byte) (int, error) {
-	n, err := c.r.Read(b)
-	c.p.add(n)
-	return n, err
+// detailBefore is the part of an API error detail before the server's
+// advice sep (the CLI gives its own, in terms of its flags).
+func detailBefore(detail, sep string) string {
+	before, _, _ := strings.Cut(detail, sep)
+	return before
 }

@@ -211,3 +211,40 @@ func TestClientServerAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestImportAppendIndices: appending a file whose indices are taken says
+// which index and what to do (it printed SQLite's "UNIQUE constraint
+// failed"); --renumber gives the traces the next free indices.
+func TestImportAppendIndices(t *testing.T) {
+	url, _ := newInProcessServer(t)
+	t.Setenv("VIGIL_URL", url)
+	t.Setenv("VIGIL_API_KEY", testKey)
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(in, []byte(`{"metadata": {"k": 1}}
+{"index": 0, "name": "a", "messages": [{"role": "user", "content": "one"}]}
+{"index": 1, "messages": [{"role": "user", "content": "two"}, {"role": "assistant", "content": "2"}]}
+`), 0o644)
+	if code, _, errs := runVigil(t, "", "import", in, "--dataset", "d", "-q"); code != 0 {
+		t.Fatalf("import: %d %s", code, errs)
+	}
+	code, _, errs := runVigil(t, "", "import", in, "--dataset", "d", "--append", "-q")
+	want := `vigil: import ` + in + `: trace index 0 is already used in dataset "d"; add --renumber to give the file's traces the dataset's next free indices instead of their own` + "\n"
+	if code != 2 || errs != want {
+		t.Fatalf("append with taken indices: exit %d, stderr\n%s\nwant\n%s", code, errs, want)
+	}
+	code, out, errs := runVigil(t, "", "import", in, "--dataset", "d", "--append", "--renumber")
+	if code != 0 || !strings.Contains(out, `"num_traces":4`) {
+		t.Fatalf("append --renumber: %d %s %s", code, out, errs)
+	}
+	if !strings.Contains(errs, "vigil: import "+in+": 2 traces, 3 events stored in ") {
+		t.Errorf("import progress: %q", errs)
+	}
+	code, out, errs = runVigil(t, "", "export", "--dataset", "d")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[3], `{"index":2,"name":"a",`) || !strings.HasPrefix(lines[4], `{"index":3,`) {
+		t.Fatalf("export after renumbered append: %d\n%s", code, out)
+	}
+	if !strings.Contains(errs, "vigil: export d: 4 of 4 traces, 6 events,") {
+		t.Errorf("export progress: %q", errs)
+	}
+}
