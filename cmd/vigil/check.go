@@ -96,6 +96,10 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 Text output shows each violation with its message and the trace excerpt at
 each range; JSON output is the result object {"errors", "failures",
 "warnings"} (one JSON line per trace, with its "index", for a dataset).
+A dataset's output ends with the total: traces checked, traces with
+violations, violations, failures and errors (in JSON a last line
+{"summary": {"traces", "traces_with_violations", "violations",
+"failures", "errors"}}).
 
 Load errors and warnings, analysis errors and the output of print() in a
 policy go to standard error.
@@ -241,6 +245,7 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 	r := trace.NewReader(in)
 	r.ContinueOnError = true
 	var violations, failures, errs bool
+	var sum datasetSummary
 	for pos := 0; ; {
 		e, err := r.Next()
 		if err == io.EOF {
@@ -249,6 +254,7 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 		if e == nil {
 			fmt.Fprintf(stderr, "vigil: check: %s: %v\n", cfg.datasetFile, err)
 			errs = true
+			sum.Errors++
 			var le *trace.LineError
 			if !errors.As(err, &le) {
 				break
@@ -263,12 +269,14 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 		if err != nil {
 			fmt.Fprintf(stderr, "vigil: check: %s: trace %d: invalid_trace: %v\n", cfg.datasetFile, index, err)
 			errs = true
+			sum.Errors++
 			continue
 		}
 		res, err := analyzeTrace(ctx, p, e.Trace, cfg)
 		if err != nil {
 			fmt.Fprintf(stderr, "vigil: check: %s: trace %d: %v\n", cfg.datasetFile, index, err)
 			errs = true
+			sum.Errors++
 			if errors.Is(err, policy.ErrCancelled) {
 				break
 			}
@@ -276,6 +284,7 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 		}
 		violations = violations || len(res.Errors) > 0
 		failures = failures || len(res.Failures) > 0
+		sum.add(res)
 		if cfg.format == "json" {
 			if err := writeJSONLine(stdout, struct {
 				Index int64 `json:"index"`
@@ -288,7 +297,38 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 			printText(stdout, cfg, e.Trace, res)
 		}
 	}
+	if cfg.format == "json" {
+		if err := writeJSONLine(stdout, struct {
+			Summary datasetSummary `json:"summary"`
+		}{sum}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "== total: %d trace(s) checked, %d with violations; %d violation(s), %d failure(s), %d error(s)\n",
+			sum.Traces, sum.TracesWithViolations, sum.Violations, sum.Failures, sum.Errors)
+	}
 	return checkExit(violations, failures, errs)
+}
+
+// datasetSummary is the total of check --dataset, the last line of its
+// output: traces analysed, those with at least one violation, violations
+// and rule failures over all of them, and traces (or lines) that could not
+// be checked.
+type datasetSummary struct {
+	Traces               int `json:"traces"`
+	TracesWithViolations int `json:"traces_with_violations"`
+	Violations           int `json:"violations"`
+	Failures             int `json:"failures"`
+	Errors               int `json:"errors"`
+}
+
+func (s *datasetSummary) add(res *policy.Result) {
+	s.Traces++
+	s.Violations += len(res.Errors)
+	s.Failures += len(res.Failures)
+	if len(res.Errors) > 0 {
+		s.TracesWithViolations++
+	}
 }
 
 // printText renders a result for people: each violation with its message
