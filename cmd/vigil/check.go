@@ -170,6 +170,12 @@ file); without one, a policy using them fails to load.`, stderr)
 	}
 	t, err := trace.Decode(data)
 	if err != nil {
+		if msg := kindMismatch(cfg.traceFile, sniffFile(data, true), false, map[fileKind]string{
+			kindDataset:    "use 'vigil check --dataset " + cfg.traceFile + "'",
+			kindEventLines: "a trace is a JSON array of events; 'jq -s . " + cfg.traceFile + " > trace.json' makes one",
+		}); msg != "" {
+			return exitCode(2, "check: "+msg)
+		}
 		fmt.Fprintf(stderr, "vigil: check: %s: invalid_trace: %v\n", cfg.traceFile, err)
 		return exitCode(2, "")
 	}
@@ -242,7 +248,14 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 		defer f.Close()
 		in = f
 	}
-	r := trace.NewReader(in)
+	head, br, complete := peekHead(in)
+	if msg := kindMismatch(cfg.datasetFile, sniffFile(head, complete), true, map[fileKind]string{
+		kindTrace:      "use 'vigil check --trace " + cfg.datasetFile + "'",
+		kindEventLines: "a trace is a JSON array of events; 'jq -s . " + cfg.datasetFile + " > trace.json' makes one for 'vigil check --trace trace.json'",
+	}); msg != "" {
+		return exitCode(2, "check: "+msg)
+	}
+	r := trace.NewReader(br)
 	r.ContinueOnError = true
 	var violations, failures, errs bool
 	var sum datasetSummary

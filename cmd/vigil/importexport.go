@@ -83,8 +83,15 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 		src = f
 	}
+	head, br, complete := peekHead(src)
+	if msg := kindMismatch(pos[0], sniffFile(head, complete), true, map[fileKind]string{
+		kindTrace:      "'jq -c . " + pos[0] + " > trace.jsonl' makes it a one-trace dataset to import",
+		kindEventLines: "'jq -cs . " + pos[0] + " > trace.jsonl' makes them a one-trace dataset to import",
+	}); msg != "" {
+		return errors.New("import: " + msg)
+	}
 	prog := newProgress(stderr, "import "+pos[0], total, sf.quiet)
-	body := newJSONLStream(src, prog)
+	body := newJSONLStream(br, prog)
 	body.renumber, body.serverPhase = *renumber, true
 	d, err := sf.client().Upload(ctx, *dataset, body, client.UploadOptions{IsPublic: *public, Append: *appendMode})
 	prog.done(err == nil)
