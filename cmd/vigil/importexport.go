@@ -36,6 +36,7 @@ func (sf *serverFlags) register(fs interface {
 	fs.StringVar(&sf.url, "server", "", "alias of --url")
 	fs.StringVar(&sf.key, "api-key", "", "API key (default $VIGIL_API_KEY, else $INVARIANT_API_KEY)")
 	fs.BoolVar(&sf.quiet, "q", false, "no progress output")
+	fs.BoolVar(&sf.quiet, "quiet", false, "alias of -q")
 }
 
 func (sf *serverFlags) client() *client.Client {
@@ -50,8 +51,8 @@ func (sf *serverFlags) client() *client.Client {
 }
 
 func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("import", "import FILE.jsonl --dataset NAME [--append] [--public] [--url URL] [--api-key KEY] [-q]",
-		"Upload a JSONL dataset file (explorer-api §8.1) into dataset NAME on a server. The file is\nstreamed; FILE may be - for stdin. Prints the dataset as JSON on stdout.", stderr)
+	fs := newFlagSet("import", "import FILE.jsonl --dataset NAME [--append] [--renumber] [--public] [--url URL] [--api-key KEY] [-q]",
+		"Upload a JSONL dataset file (one trace per line) into dataset NAME on a server. The file is\nstreamed; FILE may be - for stdin. Prints the dataset as JSON on stdout. Progress goes to\nstderr: traces and events sent with a rate and an ETA, then the server's storing phase\n(redrawn on a terminal, a line every 5 s otherwise, nothing with -q). With --append, the\nfile's trace indices must be unused in the dataset; --renumber drops them instead.", stderr)
 	var sf serverFlags
 	sf.register(fs)
 	dataset := fs.String("dataset", "", "dataset name (required)")
@@ -112,7 +113,7 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 
 func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("export", "export --dataset NAME [-o FILE] [--owner USER] [--include-trace-ids] [--only-annotated] [--url URL] [--api-key KEY] [-q]",
-		"Download dataset NAME from a server as JSONL (explorer-api §8.1), streamed to FILE or stdout.", stderr)
+		"Download dataset NAME from a server as JSONL, streamed to FILE or stdout. Progress (traces\nof the total, events, rate, ETA) goes to stderr: redrawn on a terminal, a line every 5 s\notherwise, nothing with -q.", stderr)
 	var sf serverFlags
 	sf.register(fs)
 	dataset := fs.String("dataset", "", "dataset name, or its id (required)")
