@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -280,7 +278,7 @@ func (s *jsonlStream) next() {
 	n := len(s.line)
 	st := scanJSONLLine(s.line)
 	if s.renumber && st.trace && st.hasIndex {
-		s.line = dropIndex(s.line)
+		s.line = dropIndex(s.line, st)
 	}
 	s.p.line(n, st.trace, st.events)
 }
@@ -290,6 +288,9 @@ type lineStats struct {
 	trace    bool // an event list, or an object with "messages"
 	events   int  // elements of the event list
 	hasIndex bool // an object with a top-level "index"
+	// indexStart and indexEnd span the first top-level "index" member,
+	// from its key's quote to the end of its value.
+	indexStart, indexEnd int
 }
 
 // scanJSONLLine looks at a JSONL line without decoding it: a JSON array is
@@ -320,10 +321,12 @@ func scanJSONLLine(b []byte) lineStats {
 				if i < len(b) && b[i] == '[' {
 					st.trace, st.events = true, countElems(b, i)
 				}
-			case "index":
-				st.hasIndex = true
 			}
-			i = skipSpace(b, skipValue(b, i))
+			end := skipValue(b, i)
+			if string(key) == "index" && !st.hasIndex {
+				st.hasIndex, st.indexStart, st.indexEnd = true, ks, end
+			}
+			i = skipSpace(b, end)
 			if i >= len(b) || b[i] != ',' {
 				return st
 			}
@@ -402,37 +405,25 @@ func countElems(b []byte, i int) int {
 	return n
 }
 
-// dropIndex returns the object line without its top-level "index"
-// members, other members as they were and in their order. A line that is
-// not a valid object is returned unchanged: the server reports it.
-func dropIndex(line []byte) []byte {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return line
+// dropIndex removes the top-level "index" members of an object line
+// (st is scanJSONLLine's result for it) with the comma that joins each to
+// its neighbour, in place, leaving every other byte as it was.
+func dropIndex(line []byte, st lineStats) []byte {
+	for st.hasIndex && st.indexEnd <= len(line) {
+		from, to := st.indexStart, st.indexEnd
+		if after := skipSpace(line, to); after < len(line) && line[after] == ',' {
+			to = skipSpace(line, after+1) // "index": 1, "name" -> "name"
+		} else {
+			before := from - 1
+			for before > 0 && strings.IndexByte(" \t\r\n", line[before]) >= 0 {
+				before--
+			}
+			if before > 0 && line[before] == ',' {
+				from = before // "name": "x", "index": 1} -> "name": "x"}
+			}
+		}
+		line = append(line[:from], line[to:]...)
+		st = scanJSONLLine(line)
 	}
-	out := make([]byte, 0, len(line))
-	out = append(out, '{')
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return line
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return line
-		}
-		if t == "index" {
-			continue
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		k, _ := json.Marshal(t)
-		out = append(append(append(out, k...), ':'), raw...)
-	}
-	out = append(out, '}')
-	if bytes.HasSuffix(line, []byte("\n")) {
-		out = append(out, '\n')
-	}
-	return out
+	return line
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,10 +28,16 @@ func TestScanJSONLLine(t *testing.T) {
 		{"truncated", `{"index": 1, "messages": [{"role": "us`, lineStats{trace: true, events: 1, hasIndex: true}},
 		{"not JSON", `hello`, lineStats{}},
 	} {
-		if got := scanJSONLLine([]byte(tt.line)); got != tt.want {
+		if got := counts(scanJSONLLine([]byte(tt.line))); got != tt.want {
 			t.Errorf("%s: scanJSONLLine(%q) = %+v, want %+v", tt.name, tt.line, got, tt.want)
 		}
 	}
+}
+
+// counts is st without the index span (TestDropIndex checks that).
+func counts(st lineStats) lineStats {
+	st.indexStart, st.indexEnd = 0, 0
+	return st
 }
 
 // FuzzScanJSONLLine: on valid JSON the scanner agrees with encoding/json;
@@ -38,7 +47,7 @@ func FuzzScanJSONLLine(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		got := scanJSONLLine([]byte(line))
+		got := counts(scanJSONLLine([]byte(line)))
 		var v any
 		if json.Unmarshal([]byte(line), &v) != nil {
 			return
@@ -61,16 +70,41 @@ func FuzzScanJSONLLine(f *testing.F) {
 
 func TestDropIndex(t *testing.T) {
 	for _, tt := range []struct{ in, want string }{
-		{`{"index": 3, "name": "x", "messages": [{"index": 1}]}` + "\n", `{"name":"x","messages":[{"index": 1}]}` + "\n"},
-		{`{"messages": [], "index": 0}`, `{"messages":[]}`},
+		{`{"index": 3, "name": "x", "messages": [{"index": 1}]}` + "\n", `{"name": "x", "messages": [{"index": 1}]}` + "\n"},
+		{`{"messages": [], "index": 0}`, `{"messages": []}`},
+		{`{"messages": [] , "index" : 0 , "metadata": {"index": 2}}`, `{"messages": [] , "metadata": {"index": 2}}`},
 		{`{"index": 1}`, `{}`},
-		{`{"index": 1, "messages": [`, `{"index": 1, "messages": [`}, // invalid: unchanged, the server reports it
-		{`[{"role": "user"}]`, `[{"role": "user"}]`},
+		{`{"index": 1, "index": 2, "messages": []}`, `{"messages": []}`},
+		{`{"name": "a\"index\"", "index": 1}`, `{"name": "a\"index\""}`},
+		{`{"index": 1, "messages": [`, `{"messages": [`}, // invalid: the server reports it
 	} {
-		if got := string(dropIndex([]byte(tt.in))); got != tt.want {
+		if got := string(dropIndex([]byte(tt.in), scanJSONLLine([]byte(tt.in)))); got != tt.want {
 			t.Errorf("dropIndex(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
+}
+
+// FuzzDropIndex: on a valid object line, dropping the indices leaves valid
+// JSON with the same members but "index".
+func FuzzDropIndex(f *testing.F) {
+	for _, s := range []string{`{"index": 1, "messages": []}`, `{"a": 1, "index": [1, {"b": "}"}]}`, `{"index":0}`, `{ "x" : "index" , "index" : null }`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		var before map[string]any
+		if json.Unmarshal([]byte(line), &before) != nil || strings.Contains(line, `\u`) {
+			return
+		}
+		out := dropIndex([]byte(line), scanJSONLLine([]byte(line)))
+		var after map[string]any
+		if err := json.Unmarshal(out, &after); err != nil {
+			t.Fatalf("dropIndex(%q) = %q: %v", line, out, err)
+		}
+		delete(before, "index")
+		if !reflect.DeepEqual(before, after) {
+			t.Errorf("dropIndex(%q) = %q: members %v, want %v", line, out, after, before)
+		}
+	})
 }
 
 // TestJSONLStream: the stream passes lines through unchanged (renumbered
@@ -90,7 +124,7 @@ func TestJSONLStream(t *testing.T) {
 		}
 		want := in
 		if renumber {
-			want = `{"metadata": {}}` + "\n" + `{"messages":[{"content": "` + long + `"}, {}]}` + "\n" + `{"messages":[]}`
+			want = `{"metadata": {}}` + "\n" + `{"messages": [{"content": "` + long + `"}, {}]}` + "\n" + `{"messages": []}`
 		}
 		if string(out) != want {
 			t.Errorf("renumber %v: output differs from the input (len %d, want %d)", renumber, len(out), len(want))
@@ -180,5 +214,39 @@ func TestThousands(t *testing.T) {
 		if got := thousands(n); got != want {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// BenchmarkJSONLStream measures the line scanning import and export add
+// to count traces and events (and, with renumber, to drop indices), in
+// bytes of JSONL per second, on 2,000 traces of 20 events.
+func BenchmarkJSONLStream(b *testing.B) {
+	var file bytes.Buffer
+	file.WriteString(`{"metadata": {"benchmark": "stream"}}` + "\n")
+	for i := range 2000 {
+		file.WriteString(`{"index": ` + strconv.Itoa(i) + `, "messages": [`)
+		for j := range 20 {
+			if j > 0 {
+				file.WriteString(", ")
+			}
+			file.WriteString(`{"role": "assistant", "content": "Looking up the order \"A-17\" [step ` + strconv.Itoa(j) + `]", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\"id\": 17}"}}]}`)
+		}
+		file.WriteString("], \"metadata\": {\"user\": \"ann\"}}\n")
+	}
+	for _, renumber := range []bool{false, true} {
+		b.Run(fmt.Sprintf("renumber=%v", renumber), func(b *testing.B) {
+			b.SetBytes(int64(file.Len()))
+			for range b.N {
+				p := newProgress(io.Discard, "bench", int64(file.Len()), false)
+				s := newJSONLStream(bytes.NewReader(file.Bytes()), p)
+				s.renumber = renumber
+				if _, err := io.Copy(io.Discard, s); err != nil {
+					b.Fatal(err)
+				}
+				if p.traces != 2000 || p.events != 40000 {
+					b.Fatalf("counted %d traces, %d events", p.traces, p.events)
+				}
+			}
+		})
 	}
 }
