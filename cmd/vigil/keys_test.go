@@ -13,9 +13,11 @@ import (
 	"testing"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/internal/pgtest"
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/store/postgres"
 	"github.com/vigilhq/vigil/store/sqlite"
 )
 
@@ -146,5 +148,35 @@ func TestServeBusyPort(t *testing.T) {
 		if n, _ := st.CountUsers(context.Background()); n != 0 {
 			t.Errorf("the failed start created %d user(s) and their key", n)
 		}
+	}
+}
+
+// TestKeysPostgres: --db reaches the same PostgreSQL store a server uses.
+func TestKeysPostgres(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	t.Setenv("VIGIL_AUTH_ADMIN_USERNAME", "")
+	code, key, errs := runVigil(t, "", "keys", "create", "--db", dsn, "--data-dir", t.TempDir())
+	if code != 0 || !strings.HasPrefix(key, "vgl-") {
+		t.Fatalf("keys create --db: %d %q %q", code, key, errs)
+	}
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	lk, _ := ledger.GenerateKey()
+	srv, err := server.New(server.Config{Store: st, LedgerKey: lk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	id, err := client.New(hs.URL, strings.TrimSpace(key)).Identity(ctx)
+	if err != nil || id.Username != "admin" || id.Scope != store.ScopeAdmin {
+		t.Fatalf("identity with the key made on PostgreSQL: %v %+v", err, id)
+	}
+	if code, list, _ := runVigil(t, "", "keys", "list", "--db", dsn, "--data-dir", t.TempDir()); code != 0 || !strings.Contains(list, "active") {
+		t.Fatalf("keys list --db: %d %s", code, list)
 	}
 }
