@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -58,9 +57,15 @@ func runKeys(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return exitCode(2, fmt.Sprintf("keys: unknown subcommand %q", args[0]))
 }
 
+// keysStore is the store a keys subcommand works on.
+type keysStore struct {
+	store.Store
+	adminName string // the admin username as serve resolves it ("" = "admin")
+}
+
 // openKeysStore parses args with the store flags plus those define adds,
 // and opens the store. It returns the positional arguments.
-func openKeysStore(ctx context.Context, name, usageLine, description string, args []string, stderr io.Writer, define func(fs *flag.FlagSet)) (store.Store, []string, error) {
+func openKeysStore(ctx context.Context, name, usageLine, description string, args []string, stderr io.Writer, define func(fs *flag.FlagSet)) (*keysStore, []string, error) {
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return nil, nil, fmt.Errorf("keys %s: %w", name, err)
@@ -78,7 +83,7 @@ func openKeysStore(ctx context.Context, name, usageLine, description string, arg
 	if err != nil {
 		return nil, nil, fmt.Errorf("keys %s: %w", name, err)
 	}
-	return st, pos, nil
+	return &keysStore{Store: st, adminName: envOr("VIGIL_AUTH_ADMIN_USERNAME", fc.Auth.AdminUsername)}, pos, nil
 }
 
 func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -101,7 +106,7 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return fmt.Errorf("keys create: %w", err)
 	}
-	plain, k, err := server.IssueAPIKey(ctx, st, owner, *name, *scope)
+	plain, k, err := server.IssueAPIKey(ctx, st.Store, owner, *name, *scope)
 	if err != nil {
 		return fmt.Errorf("keys create: %w", err)
 	}
@@ -111,9 +116,10 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 // keysOwner returns the user called name, or for "" the admin user:
-// $VIGIL_AUTH_ADMIN_USERNAME when it exists, else the first enabled admin.
+// the configured admin username (VIGIL_AUTH_ADMIN_USERNAME or
+// auth.admin_username) when it is an admin, else the first enabled admin.
 // On a store without users it creates the admin user as serve does.
-func keysOwner(ctx context.Context, st store.Store, name string) (*store.User, error) {
+func keysOwner(ctx context.Context, st *keysStore, name string) (*store.User, error) {
 	if name != "" {
 		u, err := st.GetUserByName(ctx, name)
 		if errors.Is(err, store.ErrNotFound) {
@@ -126,14 +132,14 @@ func keysOwner(ctx context.Context, st store.Store, name string) (*store.User, e
 		return nil, fmt.Errorf("count users: %w", err)
 	}
 	if n == 0 {
-		u := &store.User{Username: cmp.Or(os.Getenv("VIGIL_AUTH_ADMIN_USERNAME"), "admin"), Role: store.RoleAdmin}
+		u := &store.User{Username: cmp.Or(st.adminName, "admin"), Role: store.RoleAdmin}
 		if err := st.CreateUser(ctx, u); err != nil {
 			return nil, fmt.Errorf("create admin user: %w", err)
 		}
 		return u, nil
 	}
-	if env := os.Getenv("VIGIL_AUTH_ADMIN_USERNAME"); env != "" {
-		if u, err := st.GetUserByName(ctx, env); err == nil && u.Role == store.RoleAdmin {
+	if st.adminName != "" {
+		if u, err := st.GetUserByName(ctx, st.adminName); err == nil && u.Role == store.RoleAdmin {
 			return u, nil
 		}
 	}

@@ -180,3 +180,24 @@ func TestKeysPostgres(t *testing.T) {
 		t.Fatalf("keys list --db: %d %s", code, list)
 	}
 }
+
+// TestKeysAdminUsername: on an empty store keys create makes the admin
+// user under the name serve would use (VIGIL_AUTH_ADMIN_USERNAME or
+// auth.admin_username), and later finds that user again.
+func TestKeysAdminUsername(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("VIGIL_AUTH_ADMIN_USERNAME", "root")
+	for i := 0; i < 2; i++ {
+		code, key, errs := runVigil(t, "", "keys", "create", "--data-dir", dir)
+		if code != 0 || !strings.HasPrefix(key, "vgl-") || !strings.Contains(errs, "for user root") {
+			t.Fatalf("keys create %d: %d %q %q", i, code, key, errs)
+		}
+	}
+	t.Setenv("VIGIL_AUTH_ADMIN_USERNAME", "")
+	cfg := filepath.Join(dir, "vigil.yaml")
+	os.WriteFile(cfg, []byte("auth:\n  admin_username: boss\n"), 0o600)
+	code, _, errs := runVigil(t, "", "keys", "create", "--data-dir", t.TempDir(), "--config", cfg)
+	if code != 0 || !strings.Contains(errs, "for user boss") {
+		t.Fatalf("keys create with auth.admin_username: %d %q", code, errs)
+	}
+}
