@@ -72,6 +72,7 @@ func openKeysStore(ctx context.Context, name, usageLine, description string, arg
 	}
 	fs := newFlagSet("keys "+name, usageLine, description, stderr)
 	where := addStoreFlags(fs, fc)
+	where.existing = true
 	if define != nil {
 		define(fs)
 	}
@@ -89,7 +90,7 @@ func openKeysStore(ctx context.Context, name, usageLine, description string, arg
 func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var user, scope, name *string
 	st, pos, err := openKeysStore(ctx, "create", "keys create [--user NAME] [--scope admin|full|ingest|read] [--name NAME] [--data-dir DIR | --db postgres://...]",
-		"Create an API key directly in the store and print it on stdout (shown once: store it now).\nWithout --user the key belongs to the admin user; on a store with no users yet the\nadmin user is created first, as vigil serve would.", args, stderr,
+		"Create an API key directly in the store and print it on stdout (shown once: store it now).\nWithout --user the key belongs to the admin user; on a store with no users yet the\nadmin user is created first, as vigil serve would. The store must exist (a mistyped\n--data-dir is an error, not a new store).", args, stderr,
 		func(fs *flag.FlagSet) {
 			user = fs.String("user", "", "the key's owner (default: the admin user, $VIGIL_AUTH_ADMIN_USERNAME or the first admin)")
 			scope = fs.String("scope", store.ScopeAdmin, "scope: admin, full, ingest or read")

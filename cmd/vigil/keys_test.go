@@ -39,12 +39,35 @@ func serveDir(t *testing.T, dir string) string {
 	return hs.URL
 }
 
+// newStoreDir returns a data directory holding a new, empty SQLite store,
+// as a server leaves it whose first start failed before the bootstrap.
+func newStoreDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "vigil.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	return dir
+}
+
 // TestKeysRecovery: with the admin key lost, `vigil keys` creates, lists
 // and revokes keys in the store a server uses, with no server or key.
 func TestKeysRecovery(t *testing.T) {
 	t.Setenv("VIGIL_AUTH_ADMIN_USERNAME", "")
-	dir := t.TempDir()
+	dir := newStoreDir(t)
 	keyRx := regexp.MustCompile(`^vgl-[0-9a-f]{64}\n$`)
+
+	// A data directory without a store is an error, not a new store.
+	missing := t.TempDir()
+	code, out, errs := runVigil(t, "", "keys", "create", "--data-dir", missing)
+	if code != 2 || out != "" || !strings.Contains(errs, "no Vigil store in "+missing) || !strings.Contains(errs, "--data-dir or --db that vigil serve uses") {
+		t.Fatalf("keys create on a directory without a store: %d %q %q", code, out, errs)
+	}
+	if entries, _ := os.ReadDir(missing); len(entries) != 0 {
+		t.Fatalf("keys create wrote %v into a directory without a store", entries)
+	}
 
 	// On an empty store the admin user is created first.
 	code, admin, errs := runVigil(t, "", "keys", "create", "--data-dir", dir)
@@ -84,7 +107,7 @@ func TestKeysRecovery(t *testing.T) {
 		}
 	}
 
-	code, out, errs := runVigil(t, "", "keys", "revoke", adminID, "--data-dir", dir)
+	code, out, errs = runVigil(t, "", "keys", "revoke", adminID, "--data-dir", dir)
 	if code != 0 || !strings.Contains(out, "revoked key "+adminID) {
 		t.Fatalf("keys revoke: %d %q %q", code, out, errs)
 	}
@@ -185,7 +208,7 @@ func TestKeysPostgres(t *testing.T) {
 // user under the name serve would use (VIGIL_AUTH_ADMIN_USERNAME or
 // auth.admin_username), and later finds that user again.
 func TestKeysAdminUsername(t *testing.T) {
-	dir := t.TempDir()
+	dir := newStoreDir(t)
 	t.Setenv("VIGIL_AUTH_ADMIN_USERNAME", "root")
 	for i := 0; i < 2; i++ {
 		code, key, errs := runVigil(t, "", "keys", "create", "--data-dir", dir)
@@ -196,7 +219,7 @@ func TestKeysAdminUsername(t *testing.T) {
 	t.Setenv("VIGIL_AUTH_ADMIN_USERNAME", "")
 	cfg := filepath.Join(dir, "vigil.yaml")
 	os.WriteFile(cfg, []byte("auth:\n  admin_username: boss\n"), 0o600)
-	code, _, errs := runVigil(t, "", "keys", "create", "--data-dir", t.TempDir(), "--config", cfg)
+	code, _, errs := runVigil(t, "", "keys", "create", "--data-dir", newStoreDir(t), "--config", cfg)
 	if code != 0 || !strings.Contains(errs, "for user boss") {
 		t.Fatalf("keys create with auth.admin_username: %d %q", code, errs)
 	}

@@ -213,6 +213,10 @@ func listenServe(addr string) (net.Listener, error) {
 // that keys works on the very store a server uses.
 type storeFlags struct {
 	dataDir, db string
+	// existing makes open fail on a data directory without a database
+	// instead of creating one (keys must not issue a key for a new, empty
+	// store because a path was mistyped).
+	existing bool
 }
 
 // addStoreFlags defines --config, --data-dir and --db on fs.
@@ -236,6 +240,12 @@ func (sf *storeFlags) open(ctx context.Context) (store.Store, error) {
 		}
 		sf.dataDir = filepath.Join(home, ".vigil")
 	}
+	dbFile := filepath.Join(sf.dataDir, "vigil.db")
+	if sf.existing && sf.db == "" {
+		if _, err := os.Stat(dbFile); err != nil {
+			return nil, fmt.Errorf("no Vigil store in %s (%s: %w): give the --data-dir or --db that vigil serve uses", sf.dataDir, dbFile, errors.Unwrap(err))
+		}
+	}
 	if sf.dataDir != "" {
 		if err := os.MkdirAll(sf.dataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
@@ -247,7 +257,7 @@ func (sf *storeFlags) open(ctx context.Context) (store.Store, error) {
 		}
 		return openPostgres(ctx, sf.db)
 	}
-	return sqlite.Open(ctx, filepath.Join(sf.dataDir, "vigil.db"), nil)
+	return sqlite.Open(ctx, dbFile, nil)
 }
 
 // serveOptions are the settings of vigil serve that come from the
