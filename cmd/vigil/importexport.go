@@ -39,7 +39,9 @@ func (sf *serverFlags) register(fs interface {
 	fs.BoolVar(&sf.quiet, "quiet", false, "alias of -q")
 }
 
-func (sf *serverFlags) client() *client.Client {
+// client returns the client for the flags and environment, or the error
+// of an unusable server URL (before anything is read or sent).
+func (sf *serverFlags) client() (*client.Client, error) {
 	u, k := sf.url, sf.key
 	if u == "" {
 		u = client.EnvURL()
@@ -47,7 +49,10 @@ func (sf *serverFlags) client() *client.Client {
 	if k == "" {
 		k = client.EnvKey()
 	}
-	return client.New(u, k, client.WithUserAgent("vigil-cli/"+version))
+	if _, err := client.ParseURL(u); err != nil {
+		return nil, err
+	}
+	return client.New(u, k, client.WithUserAgent("vigil-cli/"+version)), nil
 }
 
 func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -84,6 +89,10 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 		src = f
 	}
+	c, err := sf.client()
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
 	head, br, complete := peekHead(src)
 	if msg := kindMismatch(pos[0], sniffFile(head, complete), true, map[fileKind]string{
 		kindTrace:      "'jq -c . " + pos[0] + " > trace.jsonl' makes it a one-trace dataset to import",
@@ -94,7 +103,7 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	prog := newProgress(stderr, "import "+pos[0], total, sf.quiet)
 	body := newJSONLStream(br, prog)
 	body.renumber, body.serverPhase = *renumber, true
-	d, err := sf.client().Upload(ctx, *dataset, body, client.UploadOptions{IsPublic: *public, Append: *appendMode})
+	d, err := c.Upload(ctx, *dataset, body, client.UploadOptions{IsPublic: *public, Append: *appendMode})
 	prog.done(err == nil)
 	var ae *client.APIError
 	if errors.As(err, &ae) && ae.Code == "index_conflict" {
@@ -131,7 +140,10 @@ func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if *dataset == "" {
 		return errors.New("export: --dataset is required")
 	}
-	c := sf.client()
+	c, err := sf.client()
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
 	d, err := resolveDataset(ctx, c, *dataset, *owner)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)

@@ -198,6 +198,14 @@ func TestClientServerAddress(t *testing.T) {
 		}
 	}
 
+	for _, cmd := range [][]string{{"export", "--dataset", "d"}, {"import", in, "--dataset", "d"}} {
+		code, _, errs := runVigil(t, "", append(cmd, "--url", "ftp://"+hostPort)...)
+		want := "vigil: " + cmd[0] + `: server URL "ftp://` + hostPort + `": scheme "ftp" is not http or https (want e.g. http://127.0.0.1:8080)` + "\n"
+		if code != 2 || errs != want {
+			t.Errorf("%s --url ftp://...: exit %d, stderr %q, want %q", cmd[0], code, errs, want)
+		}
+	}
+
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close()
 	want := "no Vigil server answers at " + down.URL + " (connection refused): start one with 'vigil serve'"
