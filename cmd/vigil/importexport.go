@@ -109,6 +109,9 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if errors.As(err, &ae) && ae.Code == "index_conflict" {
 		return fmt.Errorf("import %s: %s; add --renumber to give the file's traces the dataset's next free indices instead of their own", pos[0], detailBefore(ae.Detail, ": leave the index out"))
 	}
+	if errors.As(err, &ae) && strings.HasPrefix(ae.Detail, "Dataset with the same name already exists with traces") {
+		return fmt.Errorf("import %s: dataset %q already has traces; add --append to add the file's traces to it", pos[0], *dataset)
+	}
 	if err != nil {
 		return fmt.Errorf("import %s: %w", pos[0], err)
 	}

@@ -235,7 +235,11 @@ func TestImportAppendIndices(t *testing.T) {
 	if code, _, errs := runVigil(t, "", "import", in, "--dataset", "d", "-q"); code != 0 {
 		t.Fatalf("import: %d %s", code, errs)
 	}
-	code, _, errs := runVigil(t, "", "import", in, "--dataset", "d", "--append", "-q")
+	code, _, errs := runVigil(t, "", "import", in, "--dataset", "d", "-q")
+	if want := `vigil: import ` + in + `: dataset "d" already has traces; add --append to add the file's traces to it` + "\n"; code != 2 || errs != want {
+		t.Fatalf("import into a dataset with traces: exit %d, stderr\n%s\nwant\n%s", code, errs, want)
+	}
+	code, _, errs = runVigil(t, "", "import", in, "--dataset", "d", "--append", "-q")
 	want := `vigil: import ` + in + `: trace index 0 is already used in dataset "d"; add --renumber to give the file's traces the dataset's next free indices instead of their own` + "\n"
 	if code != 2 || errs != want {
 		t.Fatalf("append with taken indices: exit %d, stderr\n%s\nwant\n%s", code, errs, want)
