@@ -137,11 +137,44 @@ func kindMismatch(name string, kind fileKind, wantDataset bool, advice map[fileK
 	return ""
 }
 
-// peekHead returns the start of r (at most sniffHead bytes) without
-// consuming it, the reader to read the whole from, and whether the head
-// is all of r.
+// peekHead returns the start of r without consuming it, the reader to
+// read the whole from, and whether the head is all of r. It reads only
+// until sniffFile has what it needs (the first line, the line after a
+// dataset line, or the whole of a value spanning lines), at most
+// sniffHead bytes, so a dataset streamed through a pipe is not held up.
 func peekHead(r io.Reader) ([]byte, *bufio.Reader, bool) {
 	br := bufio.NewReaderSize(r, sniffHead)
-	head, err := br.Peek(sniffHead)
-	return head, br, err != nil
+	for {
+		if br.Buffered() >= sniffHead {
+			head, _ := br.Peek(br.Buffered())
+			return head, br, false
+		}
+		_, err := br.Peek(br.Buffered() + 1) // blocks for one more read
+		head, _ := br.Peek(br.Buffered())
+		if err != nil {
+			return head, br, true
+		}
+		if sniffEnough(head) {
+			return head, br, false
+		}
+	}
+}
+
+// sniffEnough reports whether head holds what sniffFile looks at.
+func sniffEnough(head []byte) bool {
+	head = bytes.TrimLeft(head, " \t\r\n")
+	first, rest, ok := bytes.Cut(head, []byte("\n"))
+	switch {
+	case !ok:
+		return false
+	case json.Valid(first):
+		if lineShape(first) != shapeMetadata {
+			return true
+		}
+		_, _, ok = bytes.Cut(bytes.TrimLeft(rest, " \t\r\n"), []byte("\n"))
+		return ok
+	}
+	var v json.RawMessage
+	err := json.NewDecoder(bytes.NewReader(head)).Decode(&v)
+	return !errors.Is(err, io.ErrUnexpectedEOF)
 }

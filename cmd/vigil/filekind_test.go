@@ -1,9 +1,11 @@
 package main
 
 import (
+	"io"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSniffFile(t *testing.T) {
@@ -106,6 +108,39 @@ func TestFileKindMismatch(t *testing.T) {
 			}
 			if tt.code == 1 && strings.Count(out, "\n") != 1 {
 				t.Errorf("%d lines of problems, want 1:\n%s", strings.Count(out, "\n"), out)
+			}
+		})
+	}
+}
+
+// TestPeekHeadStreams: sniffing a pipe reads only what it needs, so a
+// dataset streamed line by line is not held up until 1 MiB or the end.
+func TestPeekHeadStreams(t *testing.T) {
+	for _, tt := range []struct {
+		name, sent string
+		want       fileKind
+	}{
+		{"a trace line", `{"messages": [{"role": "user"}]}` + "\n", kindOneLine},
+		{"a dataset line, then a trace line", "{\"metadata\": {}}\n[{\"role\": \"user\"}]\n", kindOneLine},
+		{"an event line", `{"role": "user"}` + "\n", kindEventLines},
+		{"a pretty trace", "[\n  {\"role\": \"user\"}\n]\n", kindTrace},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			go pw.Write([]byte(tt.sent)) // and nothing more: the pipe stays open
+			done := make(chan fileKind, 1)
+			go func() {
+				head, _, complete := peekHead(pr)
+				done <- sniffFile(head, complete)
+			}()
+			select {
+			case got := <-done:
+				if got != tt.want && !(tt.want == kindOneLine && got == kindDataset) {
+					t.Errorf("kind %d, want %d", got, tt.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("peekHead waited for more than the first lines of an open pipe")
 			}
 		})
 	}

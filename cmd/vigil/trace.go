@@ -141,8 +141,18 @@ func (l *linter) file(name string, stdin io.Reader, stderr io.Writer) (string, e
 		r = f
 	}
 	head, br, complete := peekHead(r)
-	kind := sniffFile(head, complete)
 	dataset := hasJSONLExt(name)
+	var data []byte // all of the input, once read
+	if !dataset && !complete {
+		// Not named as a dataset: likely a trace, which is read whole
+		// anyway, so classify all of it.
+		var err error
+		if data, err = io.ReadAll(br); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		head, complete = data, true
+	}
+	kind := sniffFile(head, complete)
 	switch {
 	case kind == kindEventLines:
 		l.report(1, 1, "", kindMismatch(name, kind, dataset, map[fileKind]string{
@@ -157,16 +167,22 @@ func (l *linter) file(name string, stdin io.Reader, stderr io.Writer) (string, e
 		}
 		dataset = true
 	}
+	var in io.Reader = br
+	if data != nil {
+		in = bytes.NewReader(data)
+	}
 	if dataset {
-		summary, err := l.dataset(br)
+		summary, err := l.dataset(in)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", name, err)
 		}
 		return summary, nil
 	}
-	data, err := io.ReadAll(br)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
+	if data == nil {
+		var err error
+		if data, err = io.ReadAll(br); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	if kind == kindUnknown && isJSONL(name, data) {
 		return l.dataset(bytes.NewReader(data))
