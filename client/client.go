@@ -142,6 +142,7 @@ type UnreachableError struct {
 	Err error  // the dial error
 }
 
+// Error names the address, the dial failure and how to start a server.
 func (e *UnreachableError) Error() string {
 	return fmt.Sprintf("no Vigil server answers at %s (%v): start one with 'vigil serve', or point --url or VIGIL_URL at a running server", e.URL, dialReason(e.Err))
 }

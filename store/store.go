@@ -74,6 +74,7 @@ type IndexTakenError struct {
 	InPush  bool
 }
 
+// Error says which index is taken in which dataset.
 func (e *IndexTakenError) Error() string {
 	if e.InPush {
 		return fmt.Sprintf("trace index %d is given twice in the traces added to dataset %q", e.Index, e.Dataset)
