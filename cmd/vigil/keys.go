@@ -126,7 +126,10 @@ func keysOwner(ctx context.Context, st *keysStore, name string) (*store.User, er
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("no user %q in the store ('vigil keys list' shows the users that have keys)", name)
 		}
-		return u, err
+		if err != nil {
+			return nil, fmt.Errorf("user %q: %w", name, err)
+		}
+		return u, nil
 	}
 	n, err := st.CountUsers(ctx)
 	if err != nil {
