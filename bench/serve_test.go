@@ -37,7 +37,7 @@ type serveProc struct {
 	url string
 }
 
-var listenRx = regexp.MustCompile(`listening on (http://\S+)`)
+var listenRx = regexp.MustCompile(`listening on (https?://[^\s"]+)`)
 
 // startServe runs `vigil serve` on a free loopback port with data in dir.
 func startServe(t testing.TB, bin, dir string, extra ...string) *serveProc {

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -38,6 +39,7 @@ const DefaultURL = "http://127.0.0.1:8080"
 // Client talks to one Vigil server. It is safe for concurrent use.
 type Client struct {
 	base       string // without trailing slash, without /api/v1
+	baseErr    error  // ParseURL's error for the address given to New
 	key        string
 	hc         *http.Client
 	maxRetries int
@@ -66,17 +68,17 @@ func WithBackoff(min, max time.Duration) Option {
 // WithUserAgent sets the User-Agent header.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
 
-// New returns a Client for the server at baseURL (e.g.
-// "http://127.0.0.1:8080"; a trailing "/api/v1" is accepted and removed)
-// authenticating with apiKey ("" for anonymous calls).
+// New returns a Client for the server at baseURL authenticating with
+// apiKey ("" for anonymous calls). baseURL is read by ParseURL; when it
+// is not a usable address, every call returns ParseURL's error.
 func New(baseURL, apiKey string, opts ...Option) *Client {
-	base := strings.TrimRight(baseURL, "/")
-	base = strings.TrimSuffix(base, "/api/v1")
-	if base == "" {
-		base = DefaultURL
+	base, err := ParseURL(baseURL)
+	if err != nil {
+		base = strings.TrimRight(baseURL, "/")
 	}
 	c := &Client{
 		base:       base,
+		baseErr:    err,
 		key:        apiKey,
 		maxRetries: 4,
 		minBackoff: 100 * time.Millisecond,
@@ -93,6 +95,77 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 		c.hc = &http.Client{Transport: tr}
 	}
 	return c
+}
+
+// ParseURL returns the server address s in the form the Client uses:
+// scheme, host and any path prefix, without a trailing slash or "/api/v1".
+// An address without a scheme is http: "127.0.0.1:8080",
+// "localhost:8080" and ":8080" (the local host) are accepted as people
+// type them; "" is DefaultURL. Only http and https are accepted, and the
+// error says what was wrong with s.
+func ParseURL(s string) (string, error) {
+	raw := strings.TrimSpace(s)
+	if raw == "" {
+		return DefaultURL, nil
+	}
+	if !strings.Contains(raw, "://") {
+		if strings.HasPrefix(raw, ":") {
+			raw = "127.0.0.1" + raw
+		}
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("server URL %q: %w (want e.g. http://127.0.0.1:8080)", s, errors.Unwrap(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("server URL %q: scheme %q is not http or https (want e.g. http://127.0.0.1:8080)", s, u.Scheme)
+	}
+	if u.Host == "" || u.Hostname() == "" && !strings.HasPrefix(u.Host, ":") {
+		return "", fmt.Errorf("server URL %q has no host (want e.g. http://127.0.0.1:8080)", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("server URL %q: only scheme, host, port and path are allowed (want e.g. http://127.0.0.1:8080)", s)
+	}
+	if u.Hostname() == "" {
+		u.Host = "127.0.0.1" + u.Host
+	}
+	path := strings.TrimSuffix(strings.TrimRight(u.EscapedPath(), "/"), "/api/v1")
+	return u.Scheme + "://" + u.Host + strings.TrimRight(path, "/"), nil
+}
+
+// UnreachableError reports that nothing answered at the server address:
+// the connection was refused, the host is unknown, or the dial timed out.
+// It usually means no server runs there.
+type UnreachableError struct {
+	URL string // the server address
+	Err error  // the dial error
+}
+
+// Error names the address, the dial failure and how to start a server.
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("no Vigil server answers at %s (%v): start one with 'vigil serve', or point --url or VIGIL_URL at a running server", e.URL, dialReason(e.Err))
+}
+
+// Unwrap returns the dial error.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// dialReason is the end of a dial error ("connection refused") without
+// the repeated address.
+func dialReason(err error) string {
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Err.Error()
+	}
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		return de.Err + ": " + de.Name
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return err.Error()
 }
 
 // EnvURL returns the server URL from the environment: VIGIL_URL, else
@@ -199,6 +272,9 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 		h.Set("Idempotency-Key", k)
 		r.headers = h
 	}
+	if c.baseErr != nil {
+		return nil, c.baseErr
+	}
 	retries := 0
 	if c.idempotent(r) {
 		retries = c.maxRetries
@@ -231,6 +307,10 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 		var wait time.Duration
 		if err != nil {
 			if ctx.Err() != nil || attempt >= retries {
+				var oe *net.OpError
+				if ctx.Err() == nil && errors.As(err, &oe) && oe.Op == "dial" {
+					return nil, &UnreachableError{URL: c.base, Err: err}
+				}
 				return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 			}
 		} else if resp.StatusCode < 300 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -169,5 +170,92 @@ func TestPusherReportsErrors(t *testing.T) {
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.StatusCode != 400 || failed.Load() != 3 {
 		t.Fatalf("Close error %v, %d failed", err, failed.Load())
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	for _, tt := range []struct {
+		in, want, err string
+	}{
+		{"", DefaultURL, ""},
+		{"http://127.0.0.1:8080", "http://127.0.0.1:8080", ""},
+		{"https://vigil.example.com/", "https://vigil.example.com", ""},
+		{"http://127.0.0.1:8080/api/v1/", "http://127.0.0.1:8080", ""},
+		{"http://example.com/vigil/api/v1", "http://example.com/vigil", ""},
+		{"127.0.0.1:8080", "http://127.0.0.1:8080", ""},
+		{"localhost:8080", "http://localhost:8080", ""},
+		{":8080", "http://127.0.0.1:8080", ""},
+		{"http://:9000", "http://127.0.0.1:9000", ""},
+		{" localhost:8080/ ", "http://localhost:8080", ""},
+		{"[::1]:8080", "http://[::1]:8080", ""},
+		{"ftp://example.com", "", `scheme "ftp" is not http or https`},
+		{"http://", "", "has no host"},
+		{"localhost:80x0", "", `server URL "localhost:80x0": invalid port`},
+		{"http://u:p@example.com", "", "only scheme, host, port and path"},
+		{"http://example.com/?a=1", "", "only scheme, host, port and path"},
+	} {
+		got, err := ParseURL(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParseURL(%q) = %q, %v; want error containing %q", tt.in, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// TestURLWithoutScheme: "127.0.0.1:PORT" reaches the server over http
+// (it failed with a URL-parser message), and a bad address fails every
+// call with ParseURL's message instead of sending anything.
+func TestURLWithoutScheme(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"username": "admin"}`)
+	}))
+	defer hs.Close()
+	hostPort := strings.TrimPrefix(hs.URL, "http://")
+	_, port, _ := strings.Cut(hostPort, ":")
+	for _, addr := range []string{hostPort, "localhost:" + port, ":" + port} {
+		id, err := New(addr, "k").Identity(context.Background())
+		if err != nil || id.Username != "admin" {
+			t.Errorf("New(%q).Identity() = %+v, %v", addr, id, err)
+		}
+	}
+	_, err := New("ftp://"+hostPort, "k").Identity(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `is not http or https`) {
+		t.Errorf("ftp URL: %v", err)
+	}
+}
+
+// TestUnreachableServer: with nothing listening, a call says that no
+// Vigil server answers at the URL and how to start one, after its
+// retries (it said "GET /api/v1/user/identity: dial tcp ...: connection refused").
+func TestUnreachableServer(t *testing.T) {
+	hs := httptest.NewServer(http.NotFoundHandler())
+	url := hs.URL
+	hs.Close() // the port is now free: connections are refused
+	for _, tt := range []struct {
+		name string
+		call func(c *Client) error
+	}{
+		{"GET with retries", func(c *Client) error { _, err := c.Identity(context.Background()); return err }},
+		{"streamed POST", func(c *Client) error {
+			_, err := c.Upload(context.Background(), "d", strings.NewReader("{}\n"), UploadOptions{})
+			return err
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call(New(url, "k", WithBackoff(time.Millisecond, 2*time.Millisecond)))
+			var ue *UnreachableError
+			if !errors.As(err, &ue) || ue.URL != url {
+				t.Fatalf("error %#v, want *UnreachableError for %s", err, url)
+			}
+			want := "no Vigil server answers at " + url + " (connection refused): start one with 'vigil serve'"
+			if !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("error %q, want it to start with %q", err, want)
+			}
+		})
 	}
 }

@@ -22,7 +22,7 @@ type PythonCodeResult struct {
 	FunctionCalls []string
 	// SyntaxError is set when the source does not tokenize or is not
 	// well-formed at the level this analyzer checks; SyntaxErrorMessage then
-	// holds the message ("line L: msg").
+	// holds the message ("line L: msg") and the lists above are empty.
 	SyntaxError        bool
 	SyntaxErrorMessage string
 }
@@ -331,8 +331,12 @@ func PythonCode(src string) PythonCodeResult {
 		err = pyCheckBlocks(toks)
 	}
 	if err != nil {
+		// Text that does not parse contributes nothing but the error: no
+		// calls, imports or built-ins are guessed from it (policy-language
+		// §13.3; "Copyright (C) 2019 X." is no call of Copyright).
 		r.SyntaxError = true
 		r.SyntaxErrorMessage = err.Error()
+		return r
 	}
 	seenCall := map[string]bool{}
 	var depth []bool // per open bracket: is it a call's argument list?

@@ -34,16 +34,20 @@ func TestPythonCode(t *testing.T) {
 		{name: "continuation lines keep indentation", src: "def f():\n    if (a\n        and b):\n        return 1\n    return 2\n"},
 		{name: "trailing operator", src: "x = 1 +\n", syntax: "invalid syntax"},
 		{name: "adjacent operands", src: "a b c\n", syntax: "invalid syntax"},
-		{name: "python 2 print", src: "print 'hello'\n", syntax: "Missing parentheses", builtins: []string{"print"}},
+		{name: "python 2 print", src: "print 'hello'\n", syntax: "Missing parentheses"},
 		{name: "dangling else", src: "x = 1 if y else\n", syntax: "expected expression"},
 		{name: "unterminated string", src: "x = 'abc\n", syntax: "unterminated string literal"},
-		{name: "unclosed bracket", src: "print((1, 2)\n", syntax: "was never closed", builtins: []string{"print"}, calls: []string{"print"}},
+		{name: "unclosed bracket", src: "print((1, 2)\n", syntax: "was never closed"},
 		{name: "missing colon", src: "if x\n    y = 1\n", syntax: "expected ':'"},
-		{name: "missing block", src: "for i in x:\nprint(i)\n", syntax: "expected an indented block", builtins: []string{"print"}, calls: []string{"print"}},
+		{name: "missing block", src: "for i in x:\nprint(i)\n", syntax: "expected an indented block"},
 		{name: "bad dedent", src: "if x:\n        a = 1\n    b = 2\n", syntax: "unindent"},
 		{name: "unexpected indent", src: "a = 1\n    b = 2\n", syntax: "unexpected indent"},
 		{name: "prose is not python", src: "Hello, how are you? I'm fine.", syntax: "invalid character"},
 		{name: "empty", src: ""},
+		// Text that does not parse gives no guesses (issue 17 item 12):
+		// the prose below used to report the call "Copyright".
+		{name: "issue_17_prose_guesses_nothing", src: "Copyright (C) 2019 Initech Corporation.", syntax: "invalid syntax"},
+		{name: "issue_17_error_after_code_guesses_nothing", src: "import os\nos.system('ls')\nx = = \n", syntax: "invalid syntax"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,7 +16,9 @@ import (
 )
 
 // conformanceCase is one line of testdata/policy-cases.jsonl (see
-// shared/conformance/README.md).
+// shared/conformance/README.md) or of testdata/regressions.jsonl, our own
+// cases in the same format (differences from the reference found and
+// fixed in Vigil, and budget cases).
 type conformanceCase struct {
 	Name       string          `json:"name"`
 	Policy     string          `json:"policy"`
@@ -39,9 +41,22 @@ type conformanceCase struct {
 	Notes     string          `json:"notes"`
 }
 
+// caseFiles are the case files every conformance test runs, in order.
+var caseFiles = []string{"testdata/policy-cases.jsonl", "testdata/regressions.jsonl"}
+
+// loadCases returns the cases of every file of caseFiles.
 func loadCases(t testing.TB) []conformanceCase {
 	t.Helper()
-	f, err := os.Open("testdata/policy-cases.jsonl")
+	var cases []conformanceCase
+	for _, name := range caseFiles {
+		cases = append(cases, loadCaseFile(t, name)...)
+	}
+	return cases
+}
+
+func loadCaseFile(t testing.TB, name string) []conformanceCase {
+	t.Helper()
+	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,15 +64,15 @@ func loadCases(t testing.TB) []conformanceCase {
 	var cases []conformanceCase
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
+	for line := 1; sc.Scan(); line++ {
 		var c conformanceCase
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("case %d: %v", len(cases)+1, err)
+			t.Fatalf("%s:%d: %v", name, line, err)
 		}
 		cases = append(cases, c)
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	return cases
 }

@@ -67,17 +67,37 @@ var ErrLoad = errors.New("policy load error")
 type Options struct {
 	// Name is the file name used in error positions ("policy" if empty).
 	Name string
-	// MaxSteps is the per-rule evaluation budget in steps (spec §10.10);
-	// 0 means eval.DefaultMaxSteps (10,000,000).
+	// MaxSteps is the per-rule evaluation budget in steps (spec §10.10):
+	// one step is one body line, or one value bound to a free variable,
+	// under one binding. 0 means eval.DefaultMaxSteps (10,000,000), which
+	// a 1,000-message trace with two free Message variables fits.
 	MaxSteps int64
-	// WallTime bounds each analysis; 0 means no limit.
+	// WallTime bounds each analysis; 0 means no limit. A server should set
+	// one: the rule running out and every later rule then stop with
+	// budget_exceeded.
 	WallTime time.Duration
 	// RegexTimeout bounds each regular-expression match; 0 means 1 s.
 	RegexTimeout time.Duration
-	// MaxViolations bounds the violations one rule may produce in an
-	// analysis (a memory budget for servers); reaching it stops the rule
-	// with a budget_exceeded failure. 0 means no limit.
+	// MaxViolations bounds the violations (satisfying bindings, before
+	// merging) and, separately, the distinct failures one rule may
+	// produce in an analysis. Going past it stops the rule with a
+	// budget_exceeded failure; the first violations are kept and
+	// Result.Truncated lists the rule. 0 means eval.DefaultMaxViolations
+	// (10,000); a negative value means no limit.
 	MaxViolations int
+	// MaxValueSize bounds one value a rule builds (strings from +, *,
+	// f-strings, format, join; lists from comprehensions, +, *, split,
+	// built-ins), in bytes: a string's bytes, 16 per list element. Values
+	// read from the trace are not counted. Building a larger value stops
+	// the rule with budget_exceeded. 0 means eval.DefaultMaxValueSize
+	// (16 MiB); a negative value means no budget (a repetition over
+	// 16 MiB or 2^20 elements is then a value_error).
+	MaxValueSize int64
+	// MaxAlloc bounds the total size (counted as for MaxValueSize) of the
+	// values one rule builds in an analysis; going past it stops the rule
+	// with budget_exceeded. 0 means eval.DefaultMaxAlloc (256 MiB); a
+	// negative value means no limit.
+	MaxAlloc int64
 	// Debug receives the output of print(); nil discards it.
 	Debug io.Writer
 	// Detectors replace, for this policy only, the registered built-ins
@@ -150,7 +170,8 @@ func (p *Policy) Source() *Source { return p.src }
 func (p *Policy) Params() []string { return p.prog.Params() }
 
 func (p *Policy) evalOptions() eval.Options {
-	return eval.Options{MaxSteps: p.opts.MaxSteps, WallTime: p.opts.WallTime, RegexTimeout: p.opts.RegexTimeout, Debug: p.opts.Debug, Cache: p.cache, MaxViolations: p.opts.MaxViolations}
+	return eval.Options{MaxSteps: p.opts.MaxSteps, WallTime: p.opts.WallTime, RegexTimeout: p.opts.RegexTimeout, Debug: p.opts.Debug, Cache: p.cache,
+		MaxViolations: p.opts.MaxViolations, MaxValueSize: p.opts.MaxValueSize, MaxAlloc: p.opts.MaxAlloc}
 }
 
 // Params converts parameters to the engine's values. Values are Go values

@@ -86,11 +86,14 @@ func (s *Server) datasetForWrite(r *http.Request, p *principal) (*store.Dataset,
 
 // storeError maps the store's sentinels to API errors (nil for others).
 func storeError(err error) *Error {
+	var taken *store.IndexTakenError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("not found: %v", err)
 	case errors.Is(err, store.ErrFinished):
 		return apiErr(http.StatusConflict, CodeRunFinished, "%v", err)
+	case errors.As(err, &taken):
+		return apiErr(http.StatusConflict, CodeIndexConflict, "%v: leave the index out of the new traces (or use unused indices) to give them the next free ones", taken)
 	case errors.Is(err, store.ErrConflict):
 		return apiErr(http.StatusConflict, CodeVersionConflict, "%v", err)
 	case errors.Is(err, store.ErrInvalidText):

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -383,11 +384,14 @@ func checkMetadata(md map[string]json.RawMessage) error {
 }
 
 // metadataDataset resolves the dataset of the metadata endpoints:
-// {name} in owner_username's namespace, or the caller's.
+// {name} in owner_username's namespace, or the caller's. Invariant's sync
+// client sends ?owner_username= and its async client ?owner=: both are read
+// (owner_username wins when both are set).
 func (s *Server) metadataDataset(r *http.Request, p *principal, write bool) (*store.Dataset, error) {
 	name := r.PathValue("name")
 	ownerID := p.User.ID
-	if owner := r.URL.Query().Get("owner_username"); owner != "" && !write {
+	q := r.URL.Query()
+	if owner := cmp.Or(q.Get("owner_username"), q.Get("owner")); owner != "" && !write {
 		u, err := s.st.GetUserByName(r.Context(), owner)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, notFound("Dataset not found")

@@ -20,6 +20,7 @@ const (
 	CodeForbidden          = "forbidden"
 	CodeNotFound           = "not_found"
 	CodeVersionConflict    = "version_conflict"
+	CodeIndexConflict      = "index_conflict" // a trace index already used in the dataset
 	CodeReadOnly           = "read_only"
 	CodeRunFinished        = "RUN_FINISHED"
 	CodeSessionClosed      = "SESSION_CLOSED"

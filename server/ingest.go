@@ -77,6 +77,12 @@ type ingestOptions struct {
 	// defaultTime, when non-zero, is set as timestamp on events without
 	// one (append).
 	defaultTime time.Time
+	// traceID is the id of the trace the events go to: image links name
+	// it (images.go).
+	traceID string
+	// path is the JSON path of the event list in the request, for errors
+	// ("" = "messages[<traceIdx>]", a push).
+	path string
 }
 
 // preparedEvents is one normalised trace, ready for the store.
@@ -85,6 +91,9 @@ type preparedEvents struct {
 	tools    map[string]*store.ToolUse
 	events   []*trace.Event
 	decoded  *trace.Trace
+	// images are the blobs of the trace's inline images, to be stored
+	// (Server.putBlobs) before the trace.
+	images imageSet
 }
 
 // errNotObjects is the Vigil text for a trace that is not a list of objects.
@@ -126,6 +135,10 @@ func prepareTrace(raw []byte, opt ingestOptions, warn *warnings) (*preparedEvent
 			return nil, errNotObjects(opt.traceIdx)
 		}
 		idx := opt.firstIndex + j
+		// Inline images become blobs and links (rule 2, images.go).
+		if err := p.images.rewriteImages(obj, opt.traceID, eventPos{opt.path, opt.traceIdx, j}); err != nil {
+			return nil, err
+		}
 		// message_id (explorer-api §2.1 rule 3).
 		id := ""
 		if v, ok := obj.Get("message_id"); ok {

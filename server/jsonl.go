@@ -218,6 +218,8 @@ func (sp *uploadSpool) close() {
 type spooledTrace struct {
 	Trace store.NewTrace            `json:"trace"`
 	Tools map[string]*store.ToolUse `json:"tools,omitempty"`
+	// Blobs are the trace's images (images.go), stored in pass 2.
+	Blobs []*store.Blob `json:"blobs,omitempty"`
 }
 
 // spoolUpload is pass 1 of an upload: it reads src to the end, validates
@@ -304,8 +306,11 @@ func uploadTrace(e *trace.Entry, p *principal, i int) (*spooledTrace, error) {
 			nt.Name, autoName = e.Name, false
 		}
 	}
+	if nt.ID == "" {
+		nt.ID = store.NewID()
+	}
 	var warn warnings // the upload response is the dataset: warnings are dropped
-	pe, err := prepareTrace(trace.Marshal(t.Values()), ingestOptions{traceIdx: i}, &warn)
+	pe, err := prepareTrace(trace.Marshal(t.Values()), ingestOptions{traceIdx: i, traceID: nt.ID, path: "messages"}, &warn)
 	if err != nil {
 		var ae *Error
 		if errors.As(err, &ae) {
@@ -339,10 +344,7 @@ func uploadTrace(e *trace.Entry, p *principal, i int) (*spooledTrace, error) {
 	resolveAnnotations(pe.decoded, nt.Annotations)
 	nt.Messages = pe.messages
 	nt.Status = store.RunCompleted
-	if nt.ID == "" {
-		nt.ID = store.NewID()
-	}
-	return &spooledTrace{Trace: nt, Tools: pe.tools}, nil
+	return &spooledTrace{Trace: nt, Tools: pe.tools, Blobs: pe.images.blobs}, nil
 }
 
 // uploadPush is the state of pass 2 of an upload.
@@ -405,6 +407,9 @@ func (s *Server) pushUpload(ctx context.Context, sp *uploadSpool, p *principal, 
 			}
 			batch, tools, size = batch[:0], map[string]*store.ToolUse{}, 0
 			clear(batch[:cap(batch)]) // let the pushed traces be collected
+		}
+		if err := s.putBlobs(ctx, p.User.ID, st.Blobs); err != nil {
+			return "", err
 		}
 		st.Trace.Session = s.newSession(p.User.ID, &st.Trace, f.name)
 		mergeTools(tools, st.Tools)
@@ -473,11 +478,9 @@ func (u *uploadPush) push(ctx context.Context, sp *uploadSpool, batch []store.Ne
 		req.MergeMetadata = sp.datasetMeta
 	}
 	res, err := s.st.PushTraces(ctx, req)
-	if errors.Is(err, store.ErrConflict) {
-		if req.RequireEmpty {
-			return badRequest("Dataset with the same name already exists with traces, to add new traces use the push API")
-		}
-		return badRequest("an explicit index in the file is already used in dataset %s: %v", u.f.name, err)
+	var taken *store.IndexTakenError
+	if errors.Is(err, store.ErrConflict) && req.RequireEmpty && !errors.As(err, &taken) {
+		return badRequest("Dataset with the same name already exists with traces, to add new traces use the push API")
 	}
 	if err != nil {
 		return err
@@ -671,6 +674,10 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, p *princip
 	for t, err := range s.st.IterTraces(r.Context(), d.ID, store.IterOptions{PageSize: exportPageSize, OnlyAnnotated: onlyAnnotated}) {
 		if err != nil {
 			// The status line is out; the client sees a truncated body.
+			_ = bw.Flush()
+			return fmt.Errorf("export dataset %s: %w", d.ID, err)
+		}
+		if err := s.inlineImages(r.Context(), t); err != nil {
 			_ = bw.Flush()
 			return fmt.Errorf("export dataset %s: %w", d.ID, err)
 		}

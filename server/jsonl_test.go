@@ -486,7 +486,7 @@ func testUploadRollback(t *testing.T, st store.Store) {
 		fmt.Fprintf(&indexed, "{\"index\": %d, \"messages\": [{\"role\": \"user\", \"content\": %q}]}\n", idx, content+content)
 	}
 	_, err := ts.c.Upload(ctx, "kept", bytes.NewReader(indexed.Bytes()), client.UploadOptions{Append: true})
-	if err == nil || !strings.Contains(err.Error(), "an explicit index in the file is already used") {
+	if err == nil || !strings.Contains(err.Error(), `409 index_conflict: trace index 0 is already used in dataset "kept"`) {
 		t.Fatalf("colliding index in a late batch: %v", err)
 	}
 	if after, _ := ts.st.GetDatasetByName(ctx, admin.ID, "kept"); after.NumTraces != 1 {
@@ -530,4 +530,54 @@ func TestExportFailureAbortsResponse(t *testing.T) {
 	if err == nil {
 		t.Fatalf("truncated export read without error:\n%s", got)
 	}
+}
+
+// TestUploadAppendIndexConflict: appending a file whose explicit indices
+// are already used is a 409 index_conflict naming the index and the
+// dataset, with nothing added (it was a 400 carrying the raw
+// "UNIQUE constraint failed" of SQLite or PostgreSQL's duplicate key).
+func TestUploadAppendIndexConflict(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		ctx := context.Background()
+		d, err := ts.c.Upload(ctx, "up", strings.NewReader(uploadFile), client.UploadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := func(i int) string {
+			return fmt.Sprintf(`{"index": %d, "messages": [{"role": "user", "content": "x"}]}`+"\n", i)
+		}
+		for _, tt := range []struct {
+			name, file string
+			taken      int // -1: accepted
+		}{
+			{"same file again", uploadFile, 3},
+			{"second index taken", line(5) + line(7), 7},
+			{"unused index between", line(5), -1},
+			{"index taken by the previous append", line(5), 5},
+			{"beyond the last", line(100), -1},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				before, _ := ts.c.ListTraces(ctx, d.ID, 0, 0)
+				_, err := ts.c.Upload(ctx, "up", strings.NewReader(tt.file), client.UploadOptions{Append: true})
+				after, _ := ts.c.ListTraces(ctx, d.ID, 0, 0)
+				if tt.taken < 0 {
+					if err != nil || len(after) != len(before)+1 {
+						t.Fatalf("append: %v, %d traces after %d", err, len(after), len(before))
+					}
+					return
+				}
+				var ae *client.APIError
+				if !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || ae.Code != "index_conflict" {
+					t.Fatalf("append with index %d taken: %v, want 409 index_conflict", tt.taken, err)
+				}
+				want := fmt.Sprintf(`trace index %d is already used in dataset "up": leave the index out`, tt.taken)
+				if !strings.HasPrefix(ae.Detail, want) || strings.Contains(strings.ToLower(ae.Detail), "constraint") {
+					t.Errorf("detail %q, want it to start with %q", ae.Detail, want)
+				}
+				if len(after) != len(before) {
+					t.Errorf("a refused append changed the dataset: %d traces, was %d", len(after), len(before))
+				}
+			})
+		}
+	})
 }

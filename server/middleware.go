@@ -90,6 +90,7 @@ func (s *Server) serveAuthed(w http.ResponseWriter, r *http.Request, a access, h
 	if err != nil {
 		return err
 	}
+	noteKey(r, p)
 	if !p.allows(a) {
 		if p == nil {
 			return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Detail: "Missing API key"}

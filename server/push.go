@@ -25,13 +25,16 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 	traces := make([]store.NewTrace, len(req.messages))
 	tools := map[string]*store.ToolUse{}
 	nEvents := 0
+	var blobs []*store.Blob
 	for i, raw := range req.messages {
-		pe, err := prepareTrace(raw, ingestOptions{traceIdx: i}, &warn)
+		id := store.NewID()
+		pe, err := prepareTrace(raw, ingestOptions{traceIdx: i, traceID: id}, &warn)
 		if err != nil {
 			return err
 		}
+		blobs = append(blobs, pe.images.blobs...)
 		mergeTools(tools, pe.tools)
-		nt := store.NewTrace{ID: store.NewID(), Messages: pe.messages, TimeCreated: now, KeyID: p.Key.ID}
+		nt := store.NewTrace{ID: id, Messages: pe.messages, TimeCreated: now, KeyID: p.Key.ID}
 		if i < len(req.metadata) {
 			if err := applyTraceMetadata(&nt, req.metadata[i], i); err != nil {
 				return err
@@ -51,6 +54,9 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 	}
 	pre, err := s.presign(traces, req.dataset)
 	if err != nil {
+		return err
+	}
+	if err := s.putBlobs(r.Context(), p.User.ID, blobs); err != nil {
 		return err
 	}
 	sreq := store.PushRequest{
@@ -367,8 +373,11 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request, p *princip
 	// (events without one get the request time) and appended after the
 	// existing ones.
 	raw := append(append([]byte{'['}, joinRaw(events)...), ']')
-	pe, err := prepareTrace(raw, ingestOptions{firstIndex: len(t.Messages), usedIDs: used, strictTimestamps: true, defaultTime: now}, &warn)
+	pe, err := prepareTrace(raw, ingestOptions{firstIndex: len(t.Messages), usedIDs: used, strictTimestamps: true, defaultTime: now, traceID: id, path: "messages"}, &warn)
 	if err != nil {
+		return err
+	}
+	if err := s.putBlobs(r.Context(), t.OwnerID, pe.images.blobs); err != nil {
 		return err
 	}
 	msgs := sortByTimestamp(pe.messages)

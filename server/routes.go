@@ -52,6 +52,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "DELETE /api/v1/trace/{id}/shared", accessFull, s.handleSharedSet)
 	s.handle(mux, "POST /api/v1/trace/snippets/new", accessFull, s.idempotent(s.maxJSON, s.handleSnippetNew))
 	s.handle(mux, "GET /api/v1/trace/snippets", accessRead, s.handleSnippetList)
+	s.handle(mux, "GET /api/v1/trace/image/{dataset}/{trace_id}/{image}", accessAnon, s.handleTraceImage)
 
 	// Annotations (§6).
 	s.handle(mux, "POST /api/v1/trace/{id}/annotate", accessFull, s.idempotent(s.maxJSON, s.handleAnnotate))

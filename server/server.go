@@ -54,6 +54,9 @@ type Config struct {
 	KeyRing []ed25519.PublicKey
 	// Logger receives request errors and warnings (nil: slog.Default()).
 	Logger *slog.Logger
+	// AccessLog receives one line per request (accesslog.go; nil: no
+	// access log).
+	AccessLog *slog.Logger
 	// Version is reported by /api/v1/version ("" = "dev").
 	Version string
 	// MaxJSONBytes limits JSON request bodies (0: DefaultMaxJSONBytes).
@@ -71,6 +74,10 @@ type Config struct {
 	// shared traces are no longer readable by link and PUT/DELETE
 	// …/shared get 403.
 	SharingDisabled bool
+	// CORSOrigins are the browser origins allowed to call the API
+	// ("https://app.example.com"; "*" for any; nil: none, no CORS
+	// headers). See cors.go.
+	CORSOrigins []string
 	// Now returns the current time (nil: time.Now). Tests set it.
 	Now func() time.Time
 }
@@ -131,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.handler = s.recoverMiddleware(mux)
+	s.handler = s.accessLog(s.cors(s.recoverMiddleware(mux)))
 	return s, nil
 }
 

@@ -28,15 +28,19 @@ func (s *Server) handleSnippetNew(w http.ResponseWriter, r *http.Request, p *pri
 		return badRequest("content must be a list of events")
 	}
 	var warn warnings
-	pe, err := prepareTrace(in.Content, ingestOptions{}, &warn)
+	id := store.NewID()
+	pe, err := prepareTrace(in.Content, ingestOptions{traceID: id, path: "content"}, &warn)
 	if err != nil {
 		return err
 	}
-	nt := store.NewTrace{ID: store.NewID(), Messages: pe.messages, TimeCreated: s.now(), KeyID: p.Key.ID}
+	nt := store.NewTrace{ID: id, Messages: pe.messages, TimeCreated: s.now(), KeyID: p.Key.ID}
 	if !isBlank(in.ExtraMetadata) {
 		if err := applyTraceMetadata(&nt, in.ExtraMetadata, 0); err != nil {
 			return badRequest("extra_metadata must be an object")
 		}
+	}
+	if err := s.putBlobs(r.Context(), p.User.ID, pe.images.blobs); err != nil {
+		return err
 	}
 	if in.Name != nil {
 		nt.Name = *in.Name

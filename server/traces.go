@@ -202,6 +202,9 @@ func (s *Server) handleTraceDownload(w http.ResponseWriter, r *http.Request, p *
 		return err
 	}
 	t.Annotations = anns
+	if err := s.inlineImages(r.Context(), t); err != nil {
+		return err
+	}
 	line := exportLine(t, exportOptions{includeIDs: true, messageIDs: r.URL.Query().Get("message_ids") != "false"})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", t.ID+".jsonl"))

@@ -31,6 +31,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"time"
 )
@@ -63,6 +64,27 @@ var (
 	ErrInvalidText = errors.New("text holds a NUL character or invalid UTF-8")
 )
 
+// IndexTakenError is the ErrConflict of a push that gives a trace an
+// explicit index already used in its dataset (InPush false), or gives one
+// index to two of its traces (InPush true). errors.Is(err, ErrConflict)
+// holds for it.
+type IndexTakenError struct {
+	Dataset string // the dataset's name
+	Index   int64
+	InPush  bool
+}
+
+// Error says which index is taken in which dataset.
+func (e *IndexTakenError) Error() string {
+	if e.InPush {
+		return fmt.Sprintf("trace index %d is given twice in the traces added to dataset %q", e.Index, e.Dataset)
+	}
+	return fmt.Sprintf("trace index %d is already used in dataset %q", e.Index, e.Dataset)
+}
+
+// Unwrap returns ErrConflict.
+func (e *IndexTakenError) Unwrap() error { return ErrConflict }
+
 // Store is the storage interface. All methods are safe for concurrent use.
 // Times are stored with microsecond precision in UTC. A method that returns a
 // record returns a fresh value the caller may modify.
@@ -86,6 +108,7 @@ type Store interface {
 	Ledger
 	Notifier
 	Blobs
+	Instance
 	SavedQueries
 	Idempotency
 	Guardrails
@@ -342,6 +365,16 @@ type Blobs interface {
 	GetBlob(ctx context.Context, ownerID, sha256 string) (*Blob, error)
 	// DeleteBlob deletes it, or returns ErrNotFound.
 	DeleteBlob(ctx context.Context, ownerID, sha256 string) error
+}
+
+// Instance holds instance-wide values that every process sharing the
+// database must agree on, such as the ledger signing key of a PostgreSQL
+// deployment that has no key file (vigil serve).
+type Instance interface {
+	// InitInstanceValue stores value under name unless a value is stored
+	// there already, and returns the stored value: the first writer wins,
+	// so processes starting together agree.
+	InitInstanceValue(ctx context.Context, name, value string) (string, error)
 }
 
 // SavedQueries stores a dataset's saved searches (explorer-api §2.5, §7.1);

@@ -76,6 +76,7 @@ type checkConfig struct {
 	color                                      bool
 	maxSteps                                   int64
 	timeout                                    time.Duration
+	maxViolations                              int
 }
 
 func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -95,6 +96,10 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 Text output shows each violation with its message and the trace excerpt at
 each range; JSON output is the result object {"errors", "failures",
 "warnings"} (one JSON line per trace, with its "index", for a dataset).
+A dataset's output ends with the total: traces checked, traces with
+violations, violations, failures and errors (in JSON a last line
+{"summary": {"traces", "traces_with_violations", "violations",
+"failures", "errors"}}).
 
 Load errors and warnings, analysis errors and the output of print() in a
 policy go to standard error.
@@ -116,6 +121,7 @@ file); without one, a policy using them fails to load.`, stderr)
 	fs.StringVar(&cfg.format, "format", "text", "output `format`: text or json")
 	fs.Int64Var(&cfg.maxSteps, "max-steps", 0, "evaluation budget per rule in `steps` (0: the default, 10,000,000)")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "wall-time budget per trace, e.g. 2s (0: none); rules cut short report budget_exceeded")
+	fs.IntVar(&cfg.maxViolations, "max-violations", 0, "keep at most `N` violations per rule and trace; a rule going past it stops with budget_exceeded and is reported truncated (0: the default, 10,000; -1: no limit)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -147,7 +153,7 @@ file); without one, a policy using them fails to load.`, stderr)
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
-	p, err := policy.Load(string(src), policy.Options{Name: cfg.policyFile, Debug: stderr, MaxSteps: cfg.maxSteps, WallTime: cfg.timeout})
+	p, err := policy.Load(string(src), policy.Options{Name: cfg.policyFile, Debug: stderr, MaxSteps: cfg.maxSteps, WallTime: cfg.timeout, MaxViolations: cfg.maxViolations})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(2, "")
@@ -164,6 +170,12 @@ file); without one, a policy using them fails to load.`, stderr)
 	}
 	t, err := trace.Decode(data)
 	if err != nil {
+		if msg := kindMismatch(cfg.traceFile, sniffFile(data, true), false, map[fileKind]string{
+			kindDataset:    "use 'vigil check --dataset " + cfg.traceFile + "'",
+			kindEventLines: "a trace is a JSON array of events; 'jq -s . " + cfg.traceFile + " > trace.json' makes one",
+		}); msg != "" {
+			return exitCode(2, "check: "+msg)
+		}
 		fmt.Fprintf(stderr, "vigil: check: %s: invalid_trace: %v\n", cfg.traceFile, err)
 		return exitCode(2, "")
 	}
@@ -236,9 +248,17 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 		defer f.Close()
 		in = f
 	}
-	r := trace.NewReader(in)
+	head, br, complete := peekHead(in)
+	if msg := kindMismatch(cfg.datasetFile, sniffFile(head, complete), true, map[fileKind]string{
+		kindTrace:      "use 'vigil check --trace " + cfg.datasetFile + "'",
+		kindEventLines: "a trace is a JSON array of events; 'jq -s . " + cfg.datasetFile + " > trace.json' makes one for 'vigil check --trace trace.json'",
+	}); msg != "" {
+		return exitCode(2, "check: "+msg)
+	}
+	r := trace.NewReader(br)
 	r.ContinueOnError = true
 	var violations, failures, errs bool
+	var sum datasetSummary
 	for pos := 0; ; {
 		e, err := r.Next()
 		if err == io.EOF {
@@ -247,6 +267,7 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 		if e == nil {
 			fmt.Fprintf(stderr, "vigil: check: %s: %v\n", cfg.datasetFile, err)
 			errs = true
+			sum.Errors++
 			var le *trace.LineError
 			if !errors.As(err, &le) {
 				break
@@ -261,12 +282,14 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 		if err != nil {
 			fmt.Fprintf(stderr, "vigil: check: %s: trace %d: invalid_trace: %v\n", cfg.datasetFile, index, err)
 			errs = true
+			sum.Errors++
 			continue
 		}
 		res, err := analyzeTrace(ctx, p, e.Trace, cfg)
 		if err != nil {
 			fmt.Fprintf(stderr, "vigil: check: %s: trace %d: %v\n", cfg.datasetFile, index, err)
 			errs = true
+			sum.Errors++
 			if errors.Is(err, policy.ErrCancelled) {
 				break
 			}
@@ -274,6 +297,7 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 		}
 		violations = violations || len(res.Errors) > 0
 		failures = failures || len(res.Failures) > 0
+		sum.add(res)
 		if cfg.format == "json" {
 			if err := writeJSONLine(stdout, struct {
 				Index int64 `json:"index"`
@@ -286,7 +310,38 @@ func checkDataset(ctx context.Context, p *policy.Policy, cfg checkConfig, stdin 
 			printText(stdout, cfg, e.Trace, res)
 		}
 	}
+	if cfg.format == "json" {
+		if err := writeJSONLine(stdout, struct {
+			Summary datasetSummary `json:"summary"`
+		}{sum}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "== total: %d trace(s) checked, %d with violations; %d violation(s), %d failure(s), %d error(s)\n",
+			sum.Traces, sum.TracesWithViolations, sum.Violations, sum.Failures, sum.Errors)
+	}
 	return checkExit(violations, failures, errs)
+}
+
+// datasetSummary is the total of check --dataset, the last line of its
+// output: traces analysed, those with at least one violation, violations
+// and rule failures over all of them, and traces (or lines) that could not
+// be checked.
+type datasetSummary struct {
+	Traces               int `json:"traces"`
+	TracesWithViolations int `json:"traces_with_violations"`
+	Violations           int `json:"violations"`
+	Failures             int `json:"failures"`
+	Errors               int `json:"errors"`
+}
+
+func (s *datasetSummary) add(res *policy.Result) {
+	s.Traces++
+	s.Violations += len(res.Errors)
+	s.Failures += len(res.Failures)
+	if len(res.Errors) > 0 {
+		s.TracesWithViolations++
+	}
 }
 
 // printText renders a result for people: each violation with its message
@@ -313,6 +368,9 @@ func printText(w io.Writer, cfg checkConfig, t *trace.Trace, res *policy.Result)
 	}
 	for _, s := range res.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", safe(s))
+	}
+	for _, r := range res.Truncated {
+		fmt.Fprintf(w, "truncated: rule %d stopped at a budget; it may have more violations than shown\n", r)
 	}
 	fmt.Fprintf(w, "%d violation(s), %d failure(s), %d warning(s)\n", len(res.Errors), len(res.Failures), len(res.Warnings))
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -22,24 +25,35 @@ import (
 // defaults, so commands use the file's values as the defaults of their
 // environment lookups (see envOr calls taking a fileConfig value).
 //
-// Only the keys that the commands implement so far are read; the other
-// top-level sections of §10 are accepted (a file written for the whole
-// product must load) and ignored. An unknown top-level key is an error with
-// a suggestion, so a typo never silently does nothing.
+// Every key of the file is accepted and type-checked, nested keys included; an
+// unknown key at any depth is an error naming its dotted path and line,
+// with a suggestion, so a typo never silently does nothing. What takes
+// effect in this build (inEffect) is: listen, data_dir, db, tls, log,
+// cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
+// metrics, ledger.key_file and detectors (limits: see the Limits field).
+// auth.session_ttl and auth.secure_cookies apply to browser sessions of
+// the web UI, and otlp, guardrails, ledger.close_idle_after and gateway to
+// parts not in this build: they are validated and otherwise unused, and
+// vigil serve logs which of them the file sets.
+//
+// Each section has its own type below, so sections change independently.
 
-// fileConfig is the part of the configuration file the commands read.
+// fileConfig is the configuration file.
 type fileConfig struct {
 	path string // the file it came from; "" when there is none
+	// keys holds the dotted path of every key the file sets.
+	keys []string
 
 	Listen  string `yaml:"listen"`
 	DataDir string `yaml:"data_dir"`
 	DB      string `yaml:"db"`
 	Log     struct {
-		Level  string `yaml:"level"`
-		Format string `yaml:"format"`
+		Level  enum `yaml:"level"`
+		Format enum `yaml:"format"`
 	} `yaml:"log"`
 	Ledger struct {
-		KeyFile string `yaml:"key_file"`
+		KeyFile        string   `yaml:"key_file"`
+		CloseIdleAfter duration `yaml:"close_idle_after"`
 	} `yaml:"ledger"`
 	Detectors struct {
 		BaseURL string   `yaml:"base_url"`
@@ -47,14 +61,267 @@ type fileConfig struct {
 		Timeout duration `yaml:"timeout"`
 	} `yaml:"detectors"`
 	Metrics struct {
-		Token string `yaml:"token"`
+		Token  string `yaml:"token"`
+		Public *bool  `yaml:"public"`
 	} `yaml:"metrics"`
+	TLS         tlsConfig     `yaml:"tls"`
+	CORSOrigins []string      `yaml:"cors_origins"`
+	Auth        authConfig    `yaml:"auth"`
+	Sharing     sharingConfig `yaml:"sharing"`
+	// Limits is the limits section, read by the body-limit wiring
+	// (accepted whole here).
+	Limits     yaml.Node        `yaml:"limits"`
+	OTLP       otlpConfig       `yaml:"otlp"`
+	Guardrails guardrailsConfig `yaml:"guardrails"`
+	Gateway    gatewayConfig    `yaml:"gateway"`
 }
 
-// configSections are the top-level keys of spec/gateway.md §10.
-var configSections = []string{
-	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth", "sharing", "limits",
-	"metrics", "otlp", "guardrails", "ledger", "detectors", "gateway",
+// tlsConfig is the tls section: with both files set, vigil serve speaks
+// HTTPS.
+type tlsConfig struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// authConfig is the auth section (docs/configuration.md).
+// SessionTTL and SecureCookies apply to browser sessions (the web UI).
+type authConfig struct {
+	AdminUsername       string   `yaml:"admin_username"`
+	AnonymousReadPublic *bool    `yaml:"anonymous_read_public"`
+	SessionTTL          duration `yaml:"session_ttl"`
+	SecureCookies       bool     `yaml:"secure_cookies"`
+}
+
+// sharingConfig is the sharing section (link sharing of traces).
+type sharingConfig struct {
+	Enabled *bool `yaml:"enabled"`
+}
+
+// otlpConfig is the otlp section (OTLP ingest; not in this build).
+type otlpConfig struct {
+	Enabled        *bool  `yaml:"enabled"`
+	DefaultDataset string `yaml:"default_dataset"`
+}
+
+// guardrailsConfig is the guardrails section (not in this build).
+type guardrailsConfig struct {
+	CacheSize        int   `yaml:"cache_size"`
+	CheckRequiresKey *bool `yaml:"check_requires_key"`
+}
+
+// gatewayConfig is the gateway section of the configuration file (the
+// gateway is not in this build: validated only).
+type gatewayConfig struct {
+	Enabled               *bool             `yaml:"enabled"`
+	Listen                string            `yaml:"listen"`
+	StoreURL              string            `yaml:"store_url"`
+	RequireKey            bool              `yaml:"require_key"`
+	DefaultDataset        string            `yaml:"default_dataset"`
+	GuardrailsFile        string            `yaml:"guardrails_file"`
+	GlobalGuardrails      []gatewayRule     `yaml:"global_guardrails"`
+	HeaderGuardrails      enum              `yaml:"header_guardrails"`
+	InputCheck            enum              `yaml:"input_check"`
+	EvalTimeout           duration          `yaml:"eval_timeout"`
+	FailMode              enum              `yaml:"fail_mode"`
+	ExposeRuleContent     *bool             `yaml:"expose_rule_content"`
+	OpenAIErrorFormat     enum              `yaml:"openai_error_format"`
+	OpenAI                gatewayOpenAI     `yaml:"openai"`
+	Stream                gatewayStream     `yaml:"stream"`
+	SessionStitching      enum              `yaml:"session_stitching"`
+	SessionIdleTimeout    duration          `yaml:"session_idle_timeout"`
+	SessionGuardrailScope enum              `yaml:"session_guardrail_scope"`
+	Record                gatewayRecord     `yaml:"record"`
+	MaxRequestBytes       size              `yaml:"max_request_bytes"`
+	Upstreams             []gatewayUpstream `yaml:"upstreams"`
+	MCP                   gatewayMCP        `yaml:"mcp"`
+}
+
+type gatewayOpenAI struct {
+	ForceStreamUsage bool `yaml:"force_stream_usage"`
+}
+
+type gatewayRule struct {
+	Name     string `yaml:"name"`
+	Content  string `yaml:"content"`
+	File     string `yaml:"file"`
+	Action   enum   `yaml:"action"`
+	Severity string `yaml:"severity"`
+	Scope    any    `yaml:"scope"`
+}
+
+type gatewayStream struct {
+	Mode               enum     `yaml:"mode"`
+	HoldbackChars      int      `yaml:"holdback_chars"`
+	CheckIntervalChars int      `yaml:"check_interval_chars"`
+	CheckMaxDelay      duration `yaml:"check_max_delay"`
+	Keepalive          duration `yaml:"keepalive"`
+	OverheadComment    bool     `yaml:"overhead_comment"`
+}
+
+type gatewayRecord struct {
+	QueueSize int  `yaml:"queue_size"`
+	OnFull    enum `yaml:"on_full"`
+}
+
+type gatewayUpstream struct {
+	Name              string            `yaml:"name"`
+	Type              enum              `yaml:"type"`
+	BaseURL           string            `yaml:"base_url"`
+	APIVersion        string            `yaml:"api_version"`
+	Auth              enum              `yaml:"auth"`
+	APIKeyEnv         string            `yaml:"api_key_env"`
+	Headers           map[string]string `yaml:"headers"`
+	Timeout           duration          `yaml:"timeout"`
+	StreamIdleTimeout duration          `yaml:"stream_idle_timeout"`
+}
+
+type gatewayMCP struct {
+	Servers               []gatewayMCPServer `yaml:"servers"`
+	AllowedUpstreamHosts  []string           `yaml:"allowed_upstream_hosts"`
+	AllowedOrigins        []string           `yaml:"allowed_origins"`
+	RugPullAction         enum               `yaml:"rug_pull_action"`
+	FailureResponseFormat enum               `yaml:"failure_response_format"`
+}
+
+type gatewayMCPServer struct {
+	Name    string            `yaml:"name"`
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	Timeout duration          `yaml:"timeout"`
+}
+
+// enums are the enumerated keys and their allowed values (checked after
+// decoding, with the key's line).
+func (c *fileConfig) enums() []enumCheck {
+	g := &c.Gateway
+	checks := []enumCheck{
+		{"log.level", c.Log.Level, []string{"debug", "info", "warn", "error"}},
+		{"log.format", c.Log.Format, []string{"text", "json"}},
+		{"gateway.header_guardrails", g.HeaderGuardrails, []string{"merge", "replace", "ignore"}},
+		{"gateway.input_check", g.InputCheck, []string{"concurrent", "before"}},
+		{"gateway.fail_mode", g.FailMode, []string{"closed", "open"}},
+		{"gateway.openai_error_format", g.OpenAIErrorFormat, []string{"invariant", "native"}},
+		{"gateway.stream.mode", g.Stream.Mode, []string{"incremental", "buffer", "passthrough"}},
+		{"gateway.session_stitching", g.SessionStitching, []string{"auto", "header", "off"}},
+		{"gateway.session_guardrail_scope", g.SessionGuardrailScope, []string{"request", "session"}},
+		{"gateway.record.on_full", g.Record.OnFull, []string{"drop", "block"}},
+		{"gateway.mcp.rug_pull_action", g.MCP.RugPullAction, []string{"block", "log"}},
+		{"gateway.mcp.failure_response_format", g.MCP.FailureResponseFormat, []string{"error", "content"}},
+	}
+	for i, r := range g.GlobalGuardrails {
+		checks = append(checks, enumCheck{fmt.Sprintf("gateway.global_guardrails[%d].action", i), r.Action, []string{"block", "log"}})
+	}
+	for i, u := range g.Upstreams {
+		checks = append(checks,
+			enumCheck{fmt.Sprintf("gateway.upstreams[%d].type", i), u.Type, []string{"openai", "azure-openai", "anthropic", "gemini"}},
+			enumCheck{fmt.Sprintf("gateway.upstreams[%d].auth", i), u.Auth, []string{"passthrough", "inject", "none"}})
+	}
+	return checks
+}
+
+// validate checks what decoding cannot: enumerations, names and keys that
+// go together.
+func (c *fileConfig) validate() error {
+	for _, e := range c.enums() {
+		if e.v.Value != "" && !slices.Contains(e.allowed, e.v.Value) {
+			return fmt.Errorf("line %d: %s is %q, want one of %s", e.v.line, e.key, e.v.Value, strings.Join(e.allowed, ", "))
+		}
+	}
+	if u := c.Auth.AdminUsername; u != "" && !usernameRx.MatchString(u) {
+		return fmt.Errorf("auth.admin_username %q: want 1 to 64 of A-Z, a-z, 0-9, '_', '.', '-'", u)
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return errors.New("tls: set both cert_file and key_file, or neither")
+	}
+	for i, o := range c.CORSOrigins {
+		if err := checkOrigin(o); err != nil {
+			return fmt.Errorf("cors_origins[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// usernameRx is the username syntax of the API (docs/api.md).
+var usernameRx = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+
+// checkOrigin accepts "*" or a browser origin: scheme://host[:port],
+// without a path.
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("%q is not an origin such as https://app.example.com (or *)", o)
+	}
+	return nil
+}
+
+// enumCheck is one enumerated key.
+type enumCheck struct {
+	key     string
+	v       enum
+	allowed []string
+}
+
+// enum is a string scalar that remembers its line for validate.
+type enum struct {
+	Value string
+	line  int
+}
+
+func (e *enum) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a word, got a %s", n.Line, nodeKind(n))
+	}
+	e.Value, e.line = n.Value, n.Line
+	return nil
+}
+
+// size is a byte count: a number, or a number with KiB, MiB or GiB.
+type size int64
+
+func (s *size) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseSize(n.Value)
+	if err != nil || n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: %q is not a size such as 32MiB", n.Line, n.Value)
+	}
+	*s = size(v)
+	return nil
+}
+
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	}
+	return "value"
+}
+
+// inEffect are the keys (or sections) this build reads; any other key the
+// file sets is accepted and reported by notInEffect.
+var inEffect = []string{
+	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth.admin_username",
+	"auth.anonymous_read_public", "sharing", "limits", "metrics", "ledger.key_file", "detectors",
+}
+
+// notInEffect returns the keys the file sets that this build does not use;
+// a section is named once (gateway, not each of its keys).
+func (c *fileConfig) notInEffect() []string {
+	var out []string
+	under := func(k, p string) bool {
+		return k == p || strings.HasPrefix(k, p+".") || strings.HasPrefix(k, p+"[")
+	}
+	for _, k := range c.keys {
+		if slices.ContainsFunc(inEffect, func(p string) bool { return under(k, p) || under(p, k) }) ||
+			slices.ContainsFunc(out, func(p string) bool { return under(k, p) }) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 // duration is a Go duration written as a string ("10s") in YAML.
@@ -145,18 +412,81 @@ func decodeConfig(data []byte, cfg *fileConfig) error {
 	if root.Kind != yaml.MappingNode {
 		return fmt.Errorf("line %d: the configuration must be a mapping of keys (listen: ..., db: ...)", root.Line)
 	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k := root.Content[i]
-		if slices.Contains(configSections, k.Value) {
+	keys, err := checkKeys(root, reflect.TypeOf(*cfg), "")
+	if err != nil {
+		return err
+	}
+	if err := root.Decode(cfg); err != nil {
+		return err
+	}
+	cfg.keys = keys
+	return cfg.validate()
+}
+
+// checkKeys checks every mapping key under n against the yaml tags of t,
+// recursively (structs, lists of structs), and returns the dotted paths of
+// the keys set. An unknown key is an error naming its path and line, with
+// the closest known key when one is near.
+func checkKeys(n *yaml.Node, t reflect.Type, path string) ([]string, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch {
+	case t == reflect.TypeFor[yaml.Node]():
+		return nil, nil // a section another part of the code reads
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		var keys []string
+		for i, el := range n.Content {
+			k, err := checkKeys(el, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, k...)
+		}
+		return keys, nil
+	case t.Kind() != reflect.Struct || n.Kind != yaml.MappingNode || reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()):
+		return nil, nil // a scalar, a map, or a type error that Decode reports
+	}
+	fields := map[string]reflect.Type{}
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
 			continue
 		}
-		msg := fmt.Sprintf("line %d: unknown key %q", k.Line, k.Value)
-		if s := closest(k.Value, configSections); s != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", s)
-		}
-		return errors.New(msg)
+		fields[name] = f.Type
+		names = append(names, name)
 	}
-	return root.Decode(cfg)
+	var keys []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		full := k.Value
+		if path != "" {
+			full = path + "." + k.Value
+		}
+		ft, ok := fields[k.Value]
+		if !ok {
+			msg := fmt.Sprintf("line %d: unknown key %q", k.Line, full)
+			if s := closest(k.Value, names); s != "" {
+				if path != "" {
+					s = path + "." + s
+				}
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return nil, errors.New(msg)
+		}
+		keys = append(keys, full)
+		sub, err := checkKeys(n.Content[i+1], ft, full)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, sub...)
+	}
+	return keys, nil
 }
 
 // configUsage is the help text of every command's --config flag.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ gateway:            # accepted, not read yet
   upstreams: []
 `, check: func(t *testing.T, c *fileConfig) {
 			if c.Listen != "127.0.0.1:9999" || c.DataDir != "/srv/vigil" || c.DB != "postgres://db/vigil" ||
-				c.Log.Format != "json" || c.Ledger.KeyFile != "/etc/vigil/ledger.key" ||
+				c.Log.Format.Value != "json" || c.Ledger.KeyFile != "/etc/vigil/ledger.key" ||
 				c.Detectors.BaseURL != "http://127.0.0.1:7000/v1" || c.Detectors.APIKey != "sk-test" ||
 				time.Duration(c.Detectors.Timeout) != 3*time.Second {
 				t.Errorf("decoded %+v", c)
@@ -69,6 +70,38 @@ gateway:            # accepted, not read yet
 		{name: "unknown without suggestion", yaml: "wibble: 1\n", wantErr: `unknown key "wibble"`},
 		{name: "bad duration", yaml: "detectors:\n  timeout: soon\n", wantErr: `line 2: "soon" is not a duration`},
 		{name: "not a mapping", yaml: "- a\n- b\n", wantErr: "line 1: the configuration must be a mapping"},
+		{name: "sections read", yaml: `
+tls: {cert_file: /c.pem, key_file: /k.pem}
+cors_origins: [https://app.example.com, "http://127.0.0.1:3000"]
+auth: {admin_username: root, anonymous_read_public: true, session_ttl: 1h, secure_cookies: true}
+sharing: {enabled: false}
+metrics: {token: t, public: true}
+`, check: func(t *testing.T, c *fileConfig) {
+			if c.TLS.CertFile != "/c.pem" || c.TLS.KeyFile != "/k.pem" || len(c.CORSOrigins) != 2 ||
+				c.Auth.AdminUsername != "root" || c.Auth.AnonymousReadPublic == nil || !*c.Auth.AnonymousReadPublic ||
+				time.Duration(c.Auth.SessionTTL) != time.Hour || !c.Auth.SecureCookies ||
+				c.Sharing.Enabled == nil || *c.Sharing.Enabled || c.Metrics.Public == nil || !*c.Metrics.Public {
+				t.Errorf("decoded %+v", c)
+			}
+			if got := strings.Join(c.notInEffect(), ","); got != "auth.session_ttl,auth.secure_cookies" {
+				t.Errorf("notInEffect = %s", got)
+			}
+		}},
+		{name: "nested unknown key", yaml: "auth:\n  admin_usrname: x\n", wantErr: `line 2: unknown key "auth.admin_usrname" (did you mean "auth.admin_username"?)`},
+		{name: "deep unknown key", yaml: "gateway:\n  stream:\n    holdbak_chars: 3\n", wantErr: `line 3: unknown key "gateway.stream.holdbak_chars" (did you mean "gateway.stream.holdback_chars"?)`},
+		{name: "unknown key in a list entry", yaml: "gateway:\n  upstreams:\n    - {name: a}\n    - {name: b, base_ur: x}\n", wantErr: `line 4: unknown key "gateway.upstreams[1].base_ur" (did you mean "gateway.upstreams[1].base_url"?)`},
+		{name: "unknown ledger key", yaml: "ledger:\n  keyfile: x\n", wantErr: `unknown key "ledger.keyfile" (did you mean "ledger.key_file"?)`},
+		{name: "enum", yaml: "gateway:\n  fail_mode: sometimes\n", wantErr: `line 2: gateway.fail_mode is "sometimes", want one of closed, open`},
+		{name: "enum in a list", yaml: "gateway:\n  upstreams:\n    - {name: a, auth: magic}\n", wantErr: `line 3: gateway.upstreams[0].auth is "magic", want one of passthrough, inject, none`},
+		{name: "log format", yaml: "log: {format: xml}\n", wantErr: `log.format is "xml", want one of text, json`},
+		{name: "log level", yaml: "log:\n  level: loud\n", wantErr: `line 2: log.level is "loud"`},
+		{name: "bool", yaml: "sharing: {enabled: maybe}\n", wantErr: "line 1: cannot unmarshal"},
+		{name: "size", yaml: "gateway: {max_request_bytes: lots}\n", wantErr: `line 1: "lots" is not a size`},
+		{name: "duration", yaml: "auth: {session_ttl: forever}\n", wantErr: `"forever" is not a duration`},
+		{name: "origin", yaml: "cors_origins: [app.example.com]\n", wantErr: `cors_origins[0]: "app.example.com" is not an origin`},
+		{name: "origin with path", yaml: "cors_origins: [\"https://a.example/x\"]\n", wantErr: `is not an origin`},
+		{name: "admin username", yaml: "auth: {admin_username: 'bad name'}\n", wantErr: `auth.admin_username "bad name"`},
+		{name: "half a tls pair", yaml: "tls: {key_file: k.pem}\n", wantErr: "tls: set both cert_file and key_file"},
 		{name: "syntax error", yaml: "listen: [\n", wantErr: "yaml"},
 	}
 	for _, tt := range tests {
@@ -86,6 +119,29 @@ gateway:            # accepted, not read yet
 			}
 			tt.check(t, &c)
 		})
+	}
+}
+
+// TestFullConfigFile: a file with every key of the configuration (the
+// documented defaults) loads, and the keys this build does not use are
+// the ones reported (issue 11 item 12).
+func TestFullConfigFile(t *testing.T) {
+	c, err := loadConfig(filepath.Join("testdata", "config", "full.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8080" || c.Auth.AdminUsername != "admin" || len(c.Gateway.Upstreams) != 3 ||
+		c.Gateway.Upstreams[2].Headers["X-Team"] != "agents" || c.Gateway.MaxRequestBytes != 32<<20 ||
+		time.Duration(c.Gateway.Stream.CheckMaxDelay) != 50*time.Millisecond || c.Gateway.MCP.RugPullAction.Value != "block" {
+		t.Errorf("decoded %+v", c)
+	}
+	want := "otlp,guardrails,ledger.close_idle_after,gateway,auth.session_ttl,auth.secure_cookies"
+	got := c.notInEffect()
+	slices.Sort(got)
+	w := strings.Split(want, ",")
+	slices.Sort(w)
+	if !slices.Equal(got, w) {
+		t.Errorf("notInEffect = %v, want %v", got, w)
 	}
 }
 

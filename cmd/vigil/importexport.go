@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/vigilhq/vigil/client"
 )
@@ -34,13 +32,16 @@ func (sf *serverFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	BoolVar(*bool, string, bool, string)
 }) {
-	fs.StringVar(&sf.url, "url", "", "server URL (default $VIGIL_URL, $INVARIANT_API_ENDPOINT, $INVARIANT_API_URL, else "+client.DefaultURL+")")
+	fs.StringVar(&sf.url, "url", "", "server `URL`; without a scheme it is http (127.0.0.1:8080, localhost:8080, :8080) (default $VIGIL_URL, $INVARIANT_API_ENDPOINT, $INVARIANT_API_URL, else "+client.DefaultURL+")")
 	fs.StringVar(&sf.url, "server", "", "alias of --url")
 	fs.StringVar(&sf.key, "api-key", "", "API key (default $VIGIL_API_KEY, else $INVARIANT_API_KEY)")
 	fs.BoolVar(&sf.quiet, "q", false, "no progress output")
+	fs.BoolVar(&sf.quiet, "quiet", false, "alias of -q")
 }
 
-func (sf *serverFlags) client() *client.Client {
+// client returns the client for the flags and environment, or the error
+// of an unusable server URL (before anything is read or sent).
+func (sf *serverFlags) client() (*client.Client, error) {
 	u, k := sf.url, sf.key
 	if u == "" {
 		u = client.EnvURL()
@@ -48,16 +49,20 @@ func (sf *serverFlags) client() *client.Client {
 	if k == "" {
 		k = client.EnvKey()
 	}
-	return client.New(u, k, client.WithUserAgent("vigil-cli/"+version))
+	if _, err := client.ParseURL(u); err != nil {
+		return nil, err
+	}
+	return client.New(u, k, client.WithUserAgent("vigil-cli/"+version)), nil
 }
 
 func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("import", "import FILE.jsonl --dataset NAME [--append] [--public] [--url URL] [--api-key KEY] [-q]",
-		"Upload a JSONL dataset file (the format of docs/api.md, \"Upload and export\") into\ndataset NAME on a server. The file is streamed; FILE may be - for stdin. Prints the\ndataset as JSON on stdout.", stderr)
+	fs := newFlagSet("import", "import FILE.jsonl --dataset NAME [--append] [--renumber] [--public] [--url URL] [--api-key KEY] [-q]",
+		"Upload a JSONL dataset file (one trace per line; the format is in docs/api.md) into\ndataset NAME on a server. The file is streamed; FILE may be - for stdin. Prints the\ndataset as JSON on stdout. Progress goes to stderr: traces and events sent with a rate\nand an ETA, then the server's storing phase (redrawn on a terminal, a line every 5 s\notherwise, nothing with -q). With --append, the file's trace indices must be unused in\nthe dataset; --renumber drops them instead.", stderr)
 	var sf serverFlags
 	sf.register(fs)
 	dataset := fs.String("dataset", "", "dataset name (required)")
-	appendMode := fs.Bool("append", false, "add to a dataset that already has traces")
+	appendMode := fs.Bool("append", false, "add to a dataset that already has traces (the file's indices must be unused there; see --renumber)")
+	renumber := fs.Bool("renumber", false, "drop the file's trace indices: the traces get the dataset's next free ones (to append a file exported from a dataset)")
 	public := fs.Bool("public", false, "make a new dataset public")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -84,9 +89,29 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 		src = f
 	}
+	c, err := sf.client()
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	head, br, complete := peekHead(src)
+	if msg := kindMismatch(pos[0], sniffFile(head, complete), true, map[fileKind]string{
+		kindTrace:      "'jq -c . " + pos[0] + " > trace.jsonl' makes it a one-trace dataset to import",
+		kindEventLines: "'jq -cs . " + pos[0] + " > trace.jsonl' makes them a one-trace dataset to import",
+	}); msg != "" {
+		return errors.New("import: " + msg)
+	}
 	prog := newProgress(stderr, "import "+pos[0], total, sf.quiet)
-	d, err := sf.client().Upload(ctx, *dataset, &countingReader{r: src, p: prog}, client.UploadOptions{IsPublic: *public, Append: *appendMode})
+	body := newJSONLStream(br, prog)
+	body.renumber, body.serverPhase = *renumber, true
+	d, err := c.Upload(ctx, *dataset, body, client.UploadOptions{IsPublic: *public, Append: *appendMode})
 	prog.done(err == nil)
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Code == "index_conflict" {
+		return fmt.Errorf("import %s: %s; add --renumber to give the file's traces the dataset's next free indices instead of their own", pos[0], detailBefore(ae.Detail, ": leave the index out"))
+	}
+	if errors.As(err, &ae) && strings.HasPrefix(ae.Detail, "Dataset with the same name already exists with traces") {
+		return fmt.Errorf("import %s: dataset %q already has traces; add --append to add the file's traces to it", pos[0], *dataset)
+	}
 	if err != nil {
 		return fmt.Errorf("import %s: %w", pos[0], err)
 	}
@@ -100,7 +125,7 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 
 func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("export", "export --dataset NAME [-o FILE] [--owner USER] [--include-trace-ids] [--only-annotated] [--url URL] [--api-key KEY] [-q]",
-		"Download dataset NAME from a server as JSONL (the format of docs/api.md, \"Upload and\nexport\"), streamed to FILE or stdout.", stderr)
+		"Download dataset NAME from a server as JSONL, streamed to FILE or stdout. Progress (traces\nof the total, events, rate, ETA) goes to stderr: redrawn on a terminal, a line every 5 s\notherwise, nothing with -q.", stderr)
 	var sf serverFlags
 	sf.register(fs)
 	dataset := fs.String("dataset", "", "dataset name, or its id (required)")
@@ -118,12 +143,15 @@ func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if *dataset == "" {
 		return errors.New("export: --dataset is required")
 	}
-	c := sf.client()
-	id, err := resolveDataset(ctx, c, *dataset, *owner)
+	c, err := sf.client()
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	body, err := c.Export(ctx, id, client.ExportOptions{IncludeTraceIDs: *ids, OnlyAnnotated: *annotated})
+	d, err := resolveDataset(ctx, c, *dataset, *owner)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	body, err := c.Export(ctx, d.ID, client.ExportOptions{IncludeTraceIDs: *ids, OnlyAnnotated: *annotated})
 	if err != nil {
 		return fmt.Errorf("export %s: %w", *dataset, err)
 	}
@@ -140,7 +168,10 @@ func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		dst = f
 	}
 	prog := newProgress(stderr, "export "+*dataset, -1, sf.quiet)
-	_, err = io.Copy(dst, &countingReader{r: body, p: prog})
+	if d.NumTraces != nil && !*annotated {
+		prog.totalTraces = int64(*d.NumTraces)
+	}
+	_, err = io.Copy(dst, newJSONLStream(body, prog))
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -158,132 +189,35 @@ func runExport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return nil
 }
 
-// resolveDataset returns the id of dataset nameOrID (a name in owner's
-// namespace, default the key's user, or an id).
-func resolveDataset(ctx context.Context, c *client.Client, nameOrID, owner string) (string, error) {
+// resolveDataset returns dataset nameOrID (a name in owner's namespace,
+// default the key's user, or an id).
+func resolveDataset(ctx context.Context, c *client.Client, nameOrID, owner string) (*client.Dataset, error) {
 	if owner == "" {
 		if strings.Count(nameOrID, "-") == 4 && len(nameOrID) == 36 {
 			if d, err := c.GetDataset(ctx, nameOrID); err == nil {
-				return d.ID, nil
+				return d, nil
 			}
 		}
 		me, err := c.Identity(ctx)
+		var down *client.UnreachableError
+		if errors.As(err, &down) {
+			return nil, err // says all: no "who am I" in front
+		}
 		if err != nil {
-			return "", fmt.Errorf("who am I: %w", err)
+			return nil, fmt.Errorf("find the dataset owner (the key's user): %w", err)
 		}
 		owner = me.Username
 	}
 	d, err := c.GetDatasetByName(ctx, owner, nameOrID)
 	if err != nil {
-		return "", fmt.Errorf("dataset %s/%s: %w", owner, nameOrID, err)
+		return nil, fmt.Errorf("dataset %s/%s: %w", owner, nameOrID, err)
 	}
-	return d.ID, nil
+	return d, nil
 }
 
-// progress reports transferred bytes on stderr: a redrawn bar on a
-// terminal, a plain line every few seconds otherwise, nothing when quiet.
-type progress struct {
-	w        io.Writer
-	label    string
-	total    int64
-	tty      bool
-	off      bool
-	mu       sync.Mutex
-	n        int64
-	start    time.Time
-	last     time.Time
-	interval time.Duration
-}
-
-func newProgress(w io.Writer, label string, total int64, quiet bool) *progress {
-	p := &progress{w: w, label: label, total: total, off: quiet, start: time.Now(), interval: 5 * time.Second}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			p.tty, p.interval = true, 100*time.Millisecond
-		}
-	}
-	p.last = p.start
-	return p
-}
-
-func (p *progress) add(n int) {
-	if p.off {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.n += int64(n)
-	if now := time.Now(); now.Sub(p.last) >= p.interval {
-		p.last = now
-		p.draw(false)
-	}
-}
-
-func (p *progress) draw(final bool) {
-	el := time.Since(p.start).Seconds()
-	rate := ""
-	if el > 0 {
-		rate = fmt.Sprintf(" %s/s", humanBytes(int64(float64(p.n)/el)))
-	}
-	var line string
-	if p.total > 0 {
-		pct := float64(p.n) / float64(p.total)
-		if pct > 1 {
-			pct = 1
-		}
-		if p.tty {
-			const width = 30
-			fill := int(pct * width)
-			line = fmt.Sprintf("%s [%s%s] %3.0f%% %s/%s%s", p.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), pct*100, humanBytes(p.n), humanBytes(p.total), rate)
-		} else {
-			line = fmt.Sprintf("%s: %s of %s (%.0f%%)%s", p.label, humanBytes(p.n), humanBytes(p.total), pct*100, rate)
-		}
-	} else {
-		line = fmt.Sprintf("%s: %s%s", p.label, humanBytes(p.n), rate)
-	}
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s", line)
-		if final {
-			fmt.Fprintln(p.w)
-		}
-	} else {
-		fmt.Fprintf(p.w, "vigil: %s\n", line)
-	}
-}
-
-// done draws the last state (only on success, or on a terminal to end the line).
-func (p *progress) done(ok bool) {
-	if p.off {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if ok || p.tty {
-		p.draw(true)
-	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// countingReader reports bytes read to a progress.
-type countingReader struct {
-	r io.Reader
-	p *progress
-}
-
-func (c *countingReader) Read(b []byte) (int, error) {
-	n, err := c.r.Read(b)
-	c.p.add(n)
-	return n, err
+// detailBefore is the part of an API error detail before the server's
+// advice sep (the CLI gives its own, in terms of its flags).
+func detailBefore(detail, sep string) string {
+	before, _, _ := strings.Cut(detail, sep)
+	return before
 }

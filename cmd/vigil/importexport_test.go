@@ -177,3 +177,86 @@ func TestExportFailureLeavesNoFile(t *testing.T) {
 		t.Fatalf("a failed export left files behind: %v", entries)
 	}
 }
+
+// TestClientServerAddress: --url without a scheme is http, and a server
+// that is down gets one message naming the URL and `vigil serve` (it was
+// "who am I: GET ...: dial tcp ...: connection refused").
+func TestClientServerAddress(t *testing.T) {
+	url, _ := newInProcessServer(t)
+	t.Setenv("VIGIL_API_KEY", testKey)
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(in, []byte(`{"messages": [{"role": "user", "content": "hi"}]}`+"\n"), 0o644)
+	hostPort := strings.TrimPrefix(url, "http://")
+	_, port, _ := strings.Cut(hostPort, ":")
+	for i, addr := range []string{hostPort, "localhost:" + port, ":" + port} {
+		name := fmt.Sprintf("addr%d", i)
+		if code, out, errs := runVigil(t, "", "import", in, "--dataset", name, "--url", addr, "-q"); code != 0 || !strings.Contains(out, `"num_traces":1`) {
+			t.Fatalf("import --url %s: %d %s %s", addr, code, out, errs)
+		}
+		if code, out, errs := runVigil(t, "", "export", "--dataset", name, "--url", addr, "-q"); code != 0 || !strings.Contains(out, `"hi"`) {
+			t.Fatalf("export --url %s: %d %s %s", addr, code, out, errs)
+		}
+	}
+
+	for _, cmd := range [][]string{{"export", "--dataset", "d"}, {"import", in, "--dataset", "d"}} {
+		code, _, errs := runVigil(t, "", append(cmd, "--url", "ftp://"+hostPort)...)
+		want := "vigil: " + cmd[0] + `: server URL "ftp://` + hostPort + `": scheme "ftp" is not http or https (want e.g. http://127.0.0.1:8080)` + "\n"
+		if code != 2 || errs != want {
+			t.Errorf("%s --url ftp://...: exit %d, stderr %q, want %q", cmd[0], code, errs, want)
+		}
+	}
+
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	want := "no Vigil server answers at " + down.URL + " (connection refused): start one with 'vigil serve'"
+	for _, args := range [][]string{
+		{"export", "--dataset", "d", "--url", strings.TrimPrefix(down.URL, "http://")},
+		{"import", in, "--dataset", "d", "--url", down.URL, "-q"},
+	} {
+		code, _, errs := runVigil(t, "", args...)
+		if code != 2 || !strings.Contains(errs, want) || strings.Contains(errs, "who am I") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%s against a stopped server: exit %d, stderr %q; want 2 and %q", args[0], code, errs, want)
+		}
+	}
+}
+
+// TestImportAppendIndices: appending a file whose indices are taken says
+// which index and what to do (it printed SQLite's "UNIQUE constraint
+// failed"); --renumber gives the traces the next free indices.
+func TestImportAppendIndices(t *testing.T) {
+	url, _ := newInProcessServer(t)
+	t.Setenv("VIGIL_URL", url)
+	t.Setenv("VIGIL_API_KEY", testKey)
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(in, []byte(`{"metadata": {"k": 1}}
+{"index": 0, "name": "a", "messages": [{"role": "user", "content": "one"}]}
+{"index": 1, "messages": [{"role": "user", "content": "two"}, {"role": "assistant", "content": "2"}]}
+`), 0o644)
+	if code, _, errs := runVigil(t, "", "import", in, "--dataset", "d", "-q"); code != 0 {
+		t.Fatalf("import: %d %s", code, errs)
+	}
+	code, _, errs := runVigil(t, "", "import", in, "--dataset", "d", "-q")
+	if want := `vigil: import ` + in + `: dataset "d" already has traces; add --append to add the file's traces to it` + "\n"; code != 2 || errs != want {
+		t.Fatalf("import into a dataset with traces: exit %d, stderr\n%s\nwant\n%s", code, errs, want)
+	}
+	code, _, errs = runVigil(t, "", "import", in, "--dataset", "d", "--append", "-q")
+	want := `vigil: import ` + in + `: trace index 0 is already used in dataset "d"; add --renumber to give the file's traces the dataset's next free indices instead of their own` + "\n"
+	if code != 2 || errs != want {
+		t.Fatalf("append with taken indices: exit %d, stderr\n%s\nwant\n%s", code, errs, want)
+	}
+	code, out, errs := runVigil(t, "", "import", in, "--dataset", "d", "--append", "--renumber")
+	if code != 0 || !strings.Contains(out, `"num_traces":4`) {
+		t.Fatalf("append --renumber: %d %s %s", code, out, errs)
+	}
+	if !strings.Contains(errs, "vigil: import "+in+": 2 traces, 3 events stored in ") {
+		t.Errorf("import progress: %q", errs)
+	}
+	code, out, errs = runVigil(t, "", "export", "--dataset", "d")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[3], `{"index":2,"name":"a",`) || !strings.HasPrefix(lines[4], `{"index":3,`) {
+		t.Fatalf("export after renumbered append: %d\n%s", code, out)
+	}
+	if !strings.Contains(errs, "vigil: export d: 4 of 4 traces, 6 events,") {
+		t.Errorf("export progress: %q", errs)
+	}
+}

@@ -3,6 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,8 +16,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vigilhq/vigil/ledger"
@@ -42,19 +48,29 @@ func openPostgres(ctx context.Context, dsn string) (store.Store, error) {
 
 func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "serve [--listen ADDR] [--data-dir DIR | --db postgres://...] [--ledger-key-file FILE]",
-		"Run the Vigil server. With no flags it serves on 127.0.0.1:8080 with a SQLite database in\n~/.vigil, and prints an admin API key on first start (or registers $VIGIL_API_KEY).\nThe garbage collector runs with GOGC=400 unless GOGC is set.", stderr)
+		"Run the Vigil server. With no flags it serves on 127.0.0.1:8080 with a SQLite database in\n"+
+			"~/.vigil, and prints an admin API key on first start (or registers $VIGIL_API_KEY).\n"+
+			"A lost admin key is replaced with 'vigil keys create' (same --data-dir/--db/--config).\n"+
+			"With --db and no --data-dir or --ledger-key-file nothing is written to the local disk:\n"+
+			"the ledger signing key is kept in the database, shared by every server using it.\n"+
+			"Every request is logged (method, path, status, bytes, duration, key id) at level info.\n"+
+			"The garbage collector runs with GOGC=400 unless GOGC is set.", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	fs.String("config", "", configUsage)
 	listen := fs.String("listen", envOr("VIGIL_LISTEN", fc.Listen), "listen address (env VIGIL_LISTEN; PORT sets the port)")
-	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: SQLite database, ledger key (default ~/.vigil)")
-	db := fs.String("db", envOr("VIGIL_DB", fc.DB), "PostgreSQL URL instead of SQLite (env VIGIL_DB)")
-	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", fc.Ledger.KeyFile), "ledger signing key file (default <data-dir>/ledger.key; VIGIL_LEDGER_KEY holds the seed itself)")
-	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format, "text")), "log format: text or json")
+	where := addStoreFlags(fs, fc)
+	dataDir := &where.dataDir
+	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", fc.Ledger.KeyFile), "ledger signing key file (default <data-dir>/ledger.key, or the database with --db; VIGIL_LEDGER_KEY holds the seed itself)")
+	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format.Value, "text")), "log format: text or json")
+	logLevel := fs.String("log-level", envOr("VIGIL_LOG_LEVEL", cmp.Or(fc.Log.Level.Value, "info")), "log level: debug, info, warn or error (env VIGIL_LOG_LEVEL)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	opts, err := serveSettings(fc)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	setServerGC()
 	if *listen == "" {
@@ -63,25 +79,25 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			*listen = "127.0.0.1:" + port
 		}
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
-	if *logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
+	handler, err := newLogHandler(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	log := slog.New(handler)
+	if keys := fc.notInEffect(); len(keys) > 0 {
+		log.Warn("configuration keys accepted but not used by this build", "file", fc.path, "keys", strings.Join(keys, ", "))
+	}
 
-	if *dataDir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return fmt.Errorf("serve: no --data-dir and no home directory: %w", err)
-		}
-		*dataDir = filepath.Join(home, ".vigil")
-	}
-	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
-		return fmt.Errorf("serve: data dir: %w", err)
-	}
-	st, err := openServeStore(ctx, *dataDir, *db)
+	// Bind first: a busy port must fail before anything is created, above
+	// all the admin key that is shown only once.
+	ln, err := listenServe(*listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer ln.Close() // no-op once served: Shutdown closes it
+	st, err := where.open(ctx)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	closed := false
 	defer func() {
@@ -89,32 +105,23 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			st.Close()
 		}
 	}()
-	key, err := ledger.LoadServerKey(ledger.ServerKeyOptions{Hex: os.Getenv(ledger.KeyEnv), File: *keyFile, DataDir: *dataDir})
+	key, keySource, err := serveLedgerKey(ctx, st, *keyFile, *dataDir)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	ring, err := ledger.LoadKeyRing(filepath.Join(*dataDir, ledger.KeyRingDirName))
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	boot, err := server.Bootstrap(ctx, st, server.BootstrapOptions{
-		AdminUsername: os.Getenv("VIGIL_AUTH_ADMIN_USERNAME"), EnvKey: os.Getenv("VIGIL_API_KEY"),
-	})
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	if boot.Warning != "" {
-		log.Warn(boot.Warning)
-	}
-	if boot.GeneratedKey != "" {
-		fmt.Fprintf(stderr, "vigil: created admin API key (shown once, store it now): %s\n", boot.GeneratedKey)
+	var ring []ed25519.PublicKey
+	if *dataDir != "" {
+		if ring, err = ledger.LoadKeyRing(filepath.Join(*dataDir, ledger.KeyRingDirName)); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	cfg := server.Config{
-		Store: st, LedgerKey: key, KeyRing: ring, Logger: log, Version: version,
+		Store: st, LedgerKey: key, KeyRing: ring, Logger: log, AccessLog: log, Version: version,
 		MetricsToken:        envOr("VIGIL_METRICS_TOKEN", envOr("PROMETHEUS_TOKEN", fc.Metrics.Token)),
-		MetricsPublic:       envBool("VIGIL_METRICS_PUBLIC"),
-		AnonymousReadPublic: envBool("VIGIL_AUTH_ANONYMOUS_READ_PUBLIC"),
-		SharingDisabled:     strings.EqualFold(os.Getenv("VIGIL_SHARING_ENABLED"), "false"),
+		MetricsPublic:       opts.metricsPublic,
+		AnonymousReadPublic: opts.anonymousReadPublic,
+		SharingDisabled:     !opts.sharing,
+		CORSOrigins:         fc.CORSOrigins,
 	}
 	if cfg.MaxJSONBytes, err = envSize("VIGIL_LIMITS_MAX_JSON_BYTES"); err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -126,19 +133,46 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 	}
-	fmt.Fprintf(stderr, "vigil: listening on http://%s (store %s, data dir %s)\n", ln.Addr(), st.Kind(), *dataDir)
+	scheme := "http"
+	if opts.certFile != "" {
+		cert, err := tls.LoadX509KeyPair(opts.certFile, opts.keyFile)
+		if err != nil {
+			return fmt.Errorf("serve: tls: %w", err)
+		}
+		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		scheme = "https"
+	}
+	// Bootstrap last, when nothing can fail before serving: a generated
+	// admin key is printed only by a server that is about to answer.
+	boot, err := server.Bootstrap(ctx, st, server.BootstrapOptions{
+		AdminUsername: opts.adminUsername, EnvKey: os.Getenv("VIGIL_API_KEY"),
+	})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if boot.Warning != "" {
+		log.Warn(boot.Warning)
+	}
+	if boot.GeneratedKey != "" {
+		// Not a log record: the one place the plaintext is shown, in the
+		// fixed form docs/api.md gives (logs never hold keys).
+		fmt.Fprintf(stderr, "vigil: created admin API key (shown once, store it now): %s\n", boot.GeneratedKey)
+	}
+	log.Info(fmt.Sprintf("listening on %s://%s", scheme, ln.Addr()), "store", st.Kind(), "data_dir", *dataDir, "ledger_key", keySource)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if hs.TLSConfig != nil {
+			errc <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -160,23 +194,189 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return nil
 }
 
-// openServeStore opens PostgreSQL when db is set, else SQLite in dataDir.
-func openServeStore(ctx context.Context, dataDir, db string) (store.Store, error) {
-	if db != "" {
-		if !strings.HasPrefix(db, "postgres://") && !strings.HasPrefix(db, "postgresql://") {
-			return nil, fmt.Errorf("serve: --db must be a postgres:// URL, got %q", db)
-		}
-		st, err := openPostgres(ctx, db)
+// listenServe binds addr. A failure says which address and what to do:
+// the usual cause is another server (often another vigil serve) on it.
+func listenServe(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("cannot listen on %s: the address is already in use (another vigil serve?); stop that process or choose another address with --listen HOST:PORT (or VIGIL_LISTEN, PORT); nothing was created", addr)
+	}
+	return nil, fmt.Errorf("cannot listen on %s: %w; choose another address with --listen HOST:PORT; nothing was created", addr, err)
+}
+
+// storeFlags say where the store is: --data-dir or --db, with --config,
+// their environment variables and the configuration file as defaults
+// (flags > environment > file > defaults). serve and keys share them, so
+// that keys works on the very store a server uses.
+type storeFlags struct {
+	dataDir, db string
+	// existing makes open fail on a data directory without a database
+	// instead of creating one (keys must not issue a key for a new, empty
+	// store because a path was mistyped).
+	existing bool
+}
+
+// addStoreFlags defines --config, --data-dir and --db on fs.
+func addStoreFlags(fs *flag.FlagSet, fc *fileConfig) *storeFlags {
+	sf := &storeFlags{}
+	fs.String("config", "", configUsage)
+	fs.StringVar(&sf.dataDir, "data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: SQLite database, ledger key (default ~/.vigil; none with --db)")
+	fs.StringVar(&sf.db, "db", envOr("VIGIL_DB", fc.DB), "PostgreSQL URL instead of SQLite (env VIGIL_DB)")
+	return sf
+}
+
+// open opens PostgreSQL when --db is set, else SQLite in the data
+// directory (default ~/.vigil, created when missing). With PostgreSQL
+// nothing is written to the local disk unless a data directory is
+// configured: there is no data directory then.
+func (sf *storeFlags) open(ctx context.Context) (store.Store, error) {
+	if sf.dataDir == "" && sf.db == "" {
+		home, err := os.UserHomeDir()
 		if err != nil {
-			return nil, fmt.Errorf("serve: %w", err)
+			return nil, fmt.Errorf("no --data-dir and no home directory: %w", err)
 		}
-		return st, nil
+		sf.dataDir = filepath.Join(home, ".vigil")
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(dataDir, "vigil.db"), nil)
+	dbFile := filepath.Join(sf.dataDir, "vigil.db")
+	if sf.existing && sf.db == "" {
+		if _, err := os.Stat(dbFile); err != nil {
+			return nil, fmt.Errorf("no Vigil store in %s (%s: %w): give the --data-dir or --db that vigil serve uses", sf.dataDir, dbFile, errors.Unwrap(err))
+		}
+	}
+	if sf.dataDir != "" {
+		if err := os.MkdirAll(sf.dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+	}
+	if sf.db != "" {
+		if !strings.HasPrefix(sf.db, "postgres://") && !strings.HasPrefix(sf.db, "postgresql://") {
+			return nil, fmt.Errorf("--db must be a postgres:// URL, got %q", sf.db)
+		}
+		return openPostgres(ctx, sf.db)
+	}
+	return sqlite.Open(ctx, dbFile, nil)
+}
+
+// serveOptions are the settings of vigil serve that come from the
+// environment over the configuration file.
+type serveOptions struct {
+	adminUsername       string
+	anonymousReadPublic bool
+	sharing             bool
+	metricsPublic       bool
+	certFile, keyFile   string
+}
+
+// serveSettings resolves the auth, sharing, metrics and tls settings:
+// VIGIL_* environment variables over the file over the defaults.
+func serveSettings(fc *fileConfig) (serveOptions, error) {
+	o := serveOptions{
+		adminUsername: envOr("VIGIL_AUTH_ADMIN_USERNAME", fc.Auth.AdminUsername),
+		certFile:      envOr("VIGIL_TLS_CERT_FILE", fc.TLS.CertFile),
+		keyFile:       envOr("VIGIL_TLS_KEY_FILE", fc.TLS.KeyFile),
+	}
+	var err error
+	for _, b := range []struct {
+		env  string
+		file *bool
+		def  bool
+		dst  *bool
+	}{
+		{"VIGIL_AUTH_ANONYMOUS_READ_PUBLIC", fc.Auth.AnonymousReadPublic, false, &o.anonymousReadPublic},
+		{"VIGIL_SHARING_ENABLED", fc.Sharing.Enabled, true, &o.sharing},
+		{"VIGIL_METRICS_PUBLIC", fc.Metrics.Public, false, &o.metricsPublic},
+	} {
+		if *b.dst, err = envBoolOr(b.env, b.file, b.def); err != nil {
+			return o, err
+		}
+	}
+	if o.adminUsername != "" && !usernameRx.MatchString(o.adminUsername) {
+		return o, fmt.Errorf("admin username %q: want 1 to 64 of A-Z, a-z, 0-9, '_', '.', '-'", o.adminUsername)
+	}
+	if (o.certFile == "") != (o.keyFile == "") {
+		return o, errors.New("tls: set both the certificate and the key file (tls.cert_file, tls.key_file), or neither")
+	}
+	return o, nil
+}
+
+// envBoolOr is the boolean in environment variable name when it is set,
+// else *file when the file sets it, else def.
+func envBoolOr(name string, file *bool, def bool) (bool, error) {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, fmt.Errorf("%s: want true or false, got %q", name, v)
+		}
+		return b, nil
+	}
+	if file != nil {
+		return *file, nil
+	}
+	return def, nil
+}
+
+// newLogHandler returns the slog handler of vigil serve: format text or
+// json, level debug, info, warn or error.
+func newLogHandler(w io.Writer, format, level string) (slog.Handler, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil || !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(level)) {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.NewTextHandler(w, opts), nil
+	case "json":
+		return slog.NewJSONHandler(w, opts), nil
+	}
+	return nil, fmt.Errorf("log format %q: want text or json", format)
+}
+
+// ledgerKeyName is the instance value that holds the ledger key seed of a
+// PostgreSQL deployment without a key file.
+const ledgerKeyName = "ledger.key"
+
+// serveLedgerKey returns the server's ledger signing key and where it
+// came from (docs/configuration.md, with the database as the shared place
+// when nothing else is configured):
+//
+//  1. $VIGIL_LEDGER_KEY, the seed itself;
+//  2. the configured key file (created on first start);
+//  3. with SQLite, <dataDir>/ledger.key (created on first start);
+//  4. with PostgreSQL and a configured data directory, the same;
+//  5. with PostgreSQL and nothing configured, the seed stored in the
+//     database (the first process to start generates it), so every
+//     process sharing the database signs with the same key and nothing
+//     is written to the local disk.
+func serveLedgerKey(ctx context.Context, st store.Store, keyFile, dataDir string) (ed25519.PrivateKey, string, error) {
+	if hexKey := os.Getenv(ledger.KeyEnv); hexKey != "" || keyFile != "" || dataDir != "" {
+		k, err := ledger.LoadServerKey(ledger.ServerKeyOptions{Hex: hexKey, File: keyFile, DataDir: dataDir})
+		switch {
+		case err != nil:
+			return nil, "", err
+		case hexKey != "":
+			return k, ledger.KeyEnv, nil
+		case keyFile != "":
+			return k, keyFile, nil
+		}
+		return k, filepath.Join(dataDir, ledger.KeyFileName), nil
+	}
+	fresh, err := ledger.GenerateKey()
 	if err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
+		return nil, "", err
 	}
-	return st, nil
+	seed, err := st.InitInstanceValue(ctx, ledgerKeyName, ledger.PrivateKeyHex(fresh))
+	if err != nil {
+		return nil, "", fmt.Errorf("ledger key: %w", err)
+	}
+	k, err := ledger.ParsePrivateKey(seed)
+	if err != nil {
+		return nil, "", fmt.Errorf("ledger key stored in the database: %w", err)
+	}
+	return k, "database", nil
 }
 
 func envOr(name, def string) string {
@@ -197,6 +397,16 @@ func envSize(name string) (int64, error) {
 	if v == "" {
 		return 0, nil
 	}
+	n, err := parseSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: want a positive size in bytes or KiB/MiB/GiB, got %q", name, os.Getenv(name))
+	}
+	return n, nil
+}
+
+// parseSize parses a positive size in bytes or with a KiB/MiB/GiB suffix.
+func parseSize(v string) (int64, error) {
+	v = strings.TrimSpace(v)
 	mult := int64(1)
 	for _, u := range []struct {
 		suffix string
@@ -209,7 +419,7 @@ func envSize(name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("%s: want a positive size in bytes or KiB/MiB/GiB, got %q", name, os.Getenv(name))
+		return 0, fmt.Errorf("%q is not a positive size in bytes or KiB/MiB/GiB", v)
 	}
 	return n * mult, nil
 }

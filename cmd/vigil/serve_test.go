@@ -66,7 +66,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-var listenRx = regexp.MustCompile(`listening on (http://\S+)`)
+var listenRx = regexp.MustCompile(`listening on (https?://[^\s"]+)`)
 
 // startServe starts `vigil serve --listen 127.0.0.1:0 --data-dir dir` in a
 // re-executed test binary and waits until it listens.

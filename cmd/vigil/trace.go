@@ -72,39 +72,11 @@ Exit status: 0 all files valid, 1 some file invalid, 2 some file unreadable.`, s
 	worst := 0
 	for _, name := range files {
 		l := linter{name: name, out: stdout, warnings: !*noWarn}
-		var summary string
-		if hasJSONLExt(name) {
-			// A dataset streams: memory stays bounded by its longest line.
-			f, err := os.Open(name)
-			if err != nil {
-				fmt.Fprintf(stderr, "vigil: trace lint: %v\n", err)
-				worst = 2
-				continue
-			}
-			summary, err = l.dataset(f)
-			f.Close()
-			if err != nil {
-				fmt.Fprintf(stderr, "vigil: trace lint: %s: %v\n", name, err)
-				worst = 2
-				continue
-			}
-		} else {
-			data, err := readTraceInput(name, stdin)
-			if err != nil {
-				fmt.Fprintf(stderr, "vigil: trace lint: %v\n", err)
-				worst = 2
-				continue
-			}
-			if isJSONL(name, data) {
-				summary, err = l.dataset(bytes.NewReader(data))
-			} else {
-				summary = l.trace(data)
-			}
-			if err != nil {
-				fmt.Fprintf(stderr, "vigil: trace lint: %s: %v\n", name, err)
-				worst = 2
-				continue
-			}
+		summary, err := l.file(name, stdin, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "vigil: trace lint: %v\n", err)
+			worst = 2
+			continue
 		}
 		if l.problems > 0 {
 			worst = max(worst, 1)
@@ -151,6 +123,71 @@ func isJSONL(name string, data []byte) bool {
 	}
 	_, err := trace.ParseValue(first)
 	return err == nil
+}
+
+// file lints the file name ("-" for stdin) as what its content is: a
+// JSONL dataset streams (memory bounded by its longest line), a JSON trace
+// is read whole. The extension decides only when the content does not; a
+// content that contradicts it gets a note on stderr. A file of one event
+// per line is one problem, not one per line. The error is a read error.
+func (l *linter) file(name string, stdin io.Reader, stderr io.Writer) (string, error) {
+	var r io.Reader = stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		r = f
+	}
+	head, br, complete := peekHead(r)
+	dataset := hasJSONLExt(name)
+	var data []byte // all of the input, once read
+	if !dataset && !complete {
+		// Not named as a dataset: likely a trace, which is read whole
+		// anyway, so classify all of it.
+		var err error
+		if data, err = io.ReadAll(br); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		head, complete = data, true
+	}
+	kind := sniffFile(head, complete)
+	switch {
+	case kind == kindEventLines:
+		l.report(1, 1, "", kindMismatch(name, kind, dataset, map[fileKind]string{
+			kindEventLines: "'jq -s . " + name + " > trace.json' makes a trace of them, 'jq -cs . " + name + " > trace.jsonl' a one-trace dataset"}))
+		return "", nil
+	case kind == kindTrace && dataset:
+		fmt.Fprintf(stderr, "vigil: trace lint: %s\n", kindMismatch(name, kind, true, map[fileKind]string{kindTrace: "checked as a JSON trace (name it .json)"}))
+		dataset = false
+	case kind == kindDataset && !dataset:
+		if strings.EqualFold(filepath.Ext(name), ".json") {
+			fmt.Fprintf(stderr, "vigil: trace lint: %s\n", kindMismatch(name, kind, false, map[fileKind]string{kindDataset: "checked as a dataset (name it .jsonl)"}))
+		}
+		dataset = true
+	}
+	var in io.Reader = br
+	if data != nil {
+		in = bytes.NewReader(data)
+	}
+	if dataset {
+		summary, err := l.dataset(in)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		return summary, nil
+	}
+	if data == nil {
+		var err error
+		if data, err = io.ReadAll(br); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if kind == kindUnknown && isJSONL(name, data) {
+		return l.dataset(bytes.NewReader(data))
+	}
+	return l.trace(data), nil
 }
 
 type linter struct {

@@ -104,6 +104,16 @@ func Truthy(v Value) bool {
 	return true
 }
 
+// IsTrue reports whether v is exactly the boolean True, located or not:
+// the test a body line must pass (spec §10.3). A True read from the trace
+// carries its location (§6.9) and counts like a literal True; truthy
+// non-booleans (1, "x", [0]) never do. Every line, memoised line and
+// one-line predicate of the evaluator decides through this function.
+func IsTrue(v Value) bool {
+	b, ok := Strip(v).(bool)
+	return ok && b
+}
+
 // Number returns v as a number: (int, 0, true, false) for bool/int,
 // (0, float, true, true) for float.
 func Number(v Value) (i int64, f float64, isFloat, ok bool) {
@@ -298,30 +308,39 @@ func Elements(v Value) ([]Value, bool) {
 // located where v is.
 func Texts(v Value) []Value {
 	var out []Value
-	appendTexts(&out, v)
+	eachText(v, func(t Value) { out = append(out, t) })
 	return out
 }
 
-func appendTexts(out *[]Value, v Value) {
+// TextSize returns the total length in bytes of the strings Texts(v)
+// would list, without listing them.
+func TextSize(v Value) int {
+	n := 0
+	eachText(v, func(t Value) { n += len(Str(t)) })
+	return n
+}
+
+// eachText calls fn with each string of v, in the order of Texts.
+func eachText(v Value, fn func(Value)) {
 	switch x := Strip(v).(type) {
 	case string:
-		*out = append(*out, v)
+		fn(v)
 	case *Contents:
 		for _, c := range x.Chunks {
 			if t, ok := c.(*TextChunk); ok {
-				*out = append(*out, locate(t.Text, t.At.Child("text", 1)))
+				fn(locate(t.Text, t.At.Child("text", 1)))
 			}
 		}
 	case *Message:
-		appendTexts(out, x.contentValue())
+		eachText(x.contentValue(), fn)
 	case *ToolOutput:
 		if _, isDict := x.Content.(*Dict); !isDict {
-			appendTexts(out, x.contentValue())
+			eachText(x.contentValue(), fn)
 		}
 	case []Value, Tuple:
 		els, _ := Elements(v)
 		for _, e := range els {
-			appendTexts(out, e)
+			eachText(e, fn)
 		}
 	}
 }

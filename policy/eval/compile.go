@@ -634,6 +634,7 @@ func (c *compiler) expr(e syntax.Expr) evalFn {
 			for i, e := range elts {
 				out[i] = e(f)
 			}
+			f.chargeDeep(out)
 			return out
 		}
 	case *syntax.ListLit:
@@ -643,6 +644,7 @@ func (c *compiler) expr(e syntax.Expr) evalFn {
 			for i, e := range elts {
 				out[i] = e(f)
 			}
+			f.chargeDeep(out)
 			return out
 		}
 	case *syntax.DictLit:
@@ -667,6 +669,7 @@ func (c *compiler) expr(e syntax.Expr) evalFn {
 			for i, k := range keys {
 				d.Set(k, vals[i](f))
 			}
+			f.chargeDeep(d)
 			return d
 		}
 	case *syntax.ListComp:
@@ -748,12 +751,14 @@ func (c *compiler) fstring(x *syntax.FString) evalFn {
 	return func(f *frame) builtin.Value {
 		var b strings.Builder
 		for _, p := range parts {
+			s := p.lit
 			if p.fn != nil {
-				b.WriteString(builtin.Display(p.fn(f)))
-			} else {
-				b.WriteString(p.lit)
+				s = f.display(p.fn(f))
 			}
+			f.fits(int64(b.Len()) + int64(len(s)))
+			b.WriteString(s)
 		}
+		f.charge(int64(b.Len()))
 		return b.String()
 	}
 }
@@ -962,6 +967,7 @@ func (c *compiler) listComp(x *syntax.ListComp) evalFn {
 			out = append(out, elt(f))
 		}
 		f.slots[slot] = saved
+		f.chargeDeep(out)
 		return out
 	}
 }

@@ -18,8 +18,11 @@
 //   - a line that depends on one event variable is evaluated once per event
 //     and analysis (Memo), and model-backed detector results are cached per
 //     policy (Cache, §13.5);
-//   - budgets (steps per rule, wall time) and context cancellation are
-//     checked as the evaluation runs (§10.10).
+//   - budgets (steps per rule, counting each value bound to a free
+//     variable; wall time; violations and distinct failures per rule; the
+//     size of each value a rule builds and their total, budget.go) and
+//     context cancellation are checked as the evaluation runs (§10.10), so
+//     a hostile rule stops with budget_exceeded and the others go on.
 //
 // Runtime errors travel as panics inside this package and are recovered
 // where the spec places them: at a rule body line (a rule failure), at a

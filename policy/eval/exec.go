@@ -42,10 +42,30 @@ type Options struct {
 	// Debug receives print() output; nil discards it.
 	Debug io.Writer
 	// MaxViolations bounds the satisfying bindings one rule may produce
-	// (before merging) — a memory budget for servers; reaching it stops
-	// the rule with a budget_exceeded failure. 0 means no limit (the
-	// spec's default: one violation per satisfying binding, always).
+	// in an analysis (before merging) and, separately, the distinct
+	// failures it may report: a memory budget for servers. Going past it
+	// stops the rule with a budget_exceeded failure; the violations kept
+	// are the first ones and Result.Truncated lists the rule. 0 means
+	// DefaultMaxViolations (10,000); a negative value means no limit (one
+	// violation per satisfying binding, always, as spec §10.4 reads).
 	MaxViolations int
+	// MaxValueSize bounds one value a rule builds (a string from +, *,
+	// an f-string, format, join, lower/upper; a list from a comprehension,
+	// +, *, split, keys/values/items, a built-in; the display string of a
+	// container), in bytes: a string's bytes, 16 per list or tuple element.
+	// Building a larger one stops the rule with budget_exceeded. Values
+	// read from the trace are never charged. A container counts its
+	// elements deeply (a list holding one list 1,000 times counts those
+	// elements 1,000 times). 0 means DefaultMaxValueSize (16 MiB); a
+	// negative value means no budget (a repetition * over 16 MiB of
+	// string or 2^20 list elements is then a value_error, as it was
+	// before this budget).
+	MaxValueSize int64
+	// MaxAlloc bounds the total size, counted as for MaxValueSize, of the
+	// values one rule builds in an analysis; going past it stops the rule
+	// with budget_exceeded. 0 means DefaultMaxAlloc (256 MiB); a negative
+	// value means no limit.
+	MaxAlloc int64
 	// Cache keeps results of cacheable built-ins across analyses (spec
 	// §13.5); nil means a cache for this analysis only.
 	Cache *Cache
@@ -62,6 +82,11 @@ type Result struct {
 	Errors   []Violation `json:"errors"`
 	Failures []Failure   `json:"failures"`
 	Warnings []string    `json:"warnings"`
+	// Truncated lists, in rule order, the rules a budget stopped (each
+	// with its budget_exceeded failure): their violations are the ones
+	// produced before the budget ran out, so there may be more. Omitted
+	// from JSON when empty.
+	Truncated []int `json:"truncated,omitempty"`
 }
 
 // Violation is one violation (after merging, spec §11.5).
@@ -179,8 +204,15 @@ type analysis struct {
 	warnSeen  map[string]bool
 	cur       *rule
 	wallOut   bool
-	memo      *Memo
-	cache     *Cache
+	truncated []int
+	// budgets resolved from Options (limit)
+	maxViolations int64
+	maxValue      int64
+	maxAlloc      int64
+	allocated     int64 // by the current rule
+	ruleFailures  int64 // distinct failures of the current rule
+	memo          *Memo
+	cache         *Cache
 }
 
 // Run analyses model with params (a dict of JSON values, nil for none).
@@ -216,6 +248,9 @@ func (p *Program) Run(ctx context.Context, model *Model, params *builtin.Dict, o
 	if an.memo == nil {
 		an.memo = NewMemo()
 	}
+	an.maxViolations = limit(int64(opts.MaxViolations), DefaultMaxViolations)
+	an.maxValue = limit(opts.MaxValueSize, DefaultMaxValueSize)
+	an.maxAlloc = limit(opts.MaxAlloc, DefaultMaxAlloc)
 	an.cache = opts.Cache
 	if an.cache == nil {
 		an.cache = NewCache(0)
@@ -254,6 +289,7 @@ func (p *Program) Run(ctx context.Context, model *Model, params *builtin.Dict, o
 	}
 	res.Failures = append(res.Failures, an.failures...)
 	res.Warnings = append(res.Warnings, an.warnings...)
+	res.Truncated = an.truncated
 	return res, nil
 }
 
@@ -267,10 +303,19 @@ func (an *analysis) warn(msg string) {
 func (an *analysis) fail(rule int, pos syntax.Pos, kind builtin.ErrorKind, msg string) {
 	p := an.prog.src.Position(pos)
 	fl := Failure{Rule: rule, Line: p.Line, Column: p.Column, Kind: string(kind), Message: msg}
-	if !an.failSeen[fl] {
-		an.failSeen[fl] = true
-		an.failures = append(an.failures, fl)
+	if an.failSeen[fl] {
+		return
 	}
+	if kind != builtin.BudgetExceeded {
+		// failures whose messages differ per binding (a missing key named
+		// by the trace) would otherwise grow with the bindings
+		if an.ruleFailures >= an.maxViolations {
+			panic(&budgetError{msg: fmt.Sprintf("rule reported more than %d distinct failures", an.maxViolations)})
+		}
+		an.ruleFailures++
+	}
+	an.failSeen[fl] = true
+	an.failures = append(an.failures, fl)
 }
 
 // poll checks the context and the wall-time budget every CheckEvery
@@ -314,7 +359,7 @@ type hit struct {
 // runRule evaluates one rule and returns its violations, sorted in binding
 // order and merged by key.
 func (an *analysis) runRule(r *rule) (out []Violation) {
-	an.ruleSteps = 0
+	an.ruleSteps, an.allocated, an.ruleFailures = 0, 0, 0
 	var hits []hit
 	defer func() {
 		if rec := recover(); rec != nil {
@@ -326,11 +371,13 @@ func (an *analysis) runRule(r *rule) (out []Violation) {
 				an.wallOut = true
 			}
 			an.fail(r.index, r.pos, builtin.BudgetExceeded, b.msg)
+			an.truncated = append(an.truncated, r.index)
 			out = mergeHits(hits)
 		}
 	}()
 	if an.wallOut {
 		an.fail(r.index, r.pos, builtin.BudgetExceeded, fmt.Sprintf("analysis exceeded its wall-time budget of %s", an.opts.WallTime))
+		an.truncated = append(an.truncated, r.index)
 		return nil
 	}
 	f := &frame{an: an, slots: make([]builtin.Value, r.layout.nslots), order: make([]int, len(r.body.free))}
@@ -346,8 +393,8 @@ func (an *analysis) runRule(r *rule) (out []Violation) {
 	ctx := &execCtx{top: true, rule: r, lastBind: lastBind}
 	ctx.yield = func() bool {
 		if h, ok := an.violation(f, r); ok {
-			if an.opts.MaxViolations > 0 && len(hits) >= an.opts.MaxViolations {
-				panic(&budgetError{msg: fmt.Sprintf("rule produced more than %d violations", an.opts.MaxViolations)})
+			if int64(len(hits)) >= an.maxViolations {
+				panic(&budgetError{msg: fmt.Sprintf("rule produced more than %d violations; the first %d are kept", an.maxViolations, an.maxViolations)})
 			}
 			hits = append(hits, h)
 		}
@@ -417,6 +464,10 @@ func (an *analysis) exec(f *frame, b *body, i int, x *execCtx) bool {
 		cands := an.candidates(f, st, x, i)
 		slot := st.v.slot
 		for j, c := range cands {
+			// binding a variable is a step (spec §10.10 counts the free
+			// declaration line under each binding): a body of free
+			// variables alone still spends its budget and polls the clock
+			an.step()
 			f.slots[slot] = c
 			if x.top {
 				// binding order: position in the variable's full range
@@ -442,7 +493,7 @@ func (an *analysis) exec(f *frame, b *body, i int, x *execCtx) bool {
 		if !ok {
 			return true
 		}
-		if bv, isBool := v.(bool); !isBool || !bv {
+		if !builtin.IsTrue(v) {
 			return x.onFalse()
 		}
 		return an.exec(f, b, i+1, x)
@@ -501,7 +552,7 @@ func (an *analysis) memoCond(f *frame, b *body, i int, x *execCtx, st *step) boo
 		if !ok {
 			return true
 		}
-		if bv, isBool := v.(bool); !isBool || !bv {
+		if !builtin.IsTrue(v) {
 			return x.onFalse()
 		}
 		return an.exec(f, b, i+1, x)
@@ -523,7 +574,7 @@ func (an *analysis) memoCond(f *frame, b *body, i int, x *execCtx, st *step) boo
 		n := len(f.marks)
 		v, ok := an.evalLine(f, st.line, x)
 		me.state = 2
-		if bv, isBool := v.(bool); ok && isBool && bv {
+		if ok && builtin.IsTrue(v) {
 			me.state = 1
 		}
 		if len(f.marks) > n {
@@ -719,9 +770,9 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 		return hit{}, false
 	}
 	nmarks := len(f.marks)
-	headVal, ok := an.evalLine(f, &line{fn: r.head}, &execCtx{top: true, rule: r})
-	an.ruleSteps--
+	an.ruleSteps-- // the head is no body line: evalLine's step is undone first
 	an.steps--
+	headVal, ok := an.evalLine(f, &line{fn: r.head}, &execCtx{top: true, rule: r})
 	f.marks = f.marks[:nmarks]
 	if !ok {
 		return hit{}, false
@@ -730,6 +781,18 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	h.v.Rule = r.index
 	h.v.Key = key.String()
 	h.v.Events = events
+	if hv, ok := headVal.(*builtin.Violation); ok {
+		// a violation's arguments are written out whole (JSON, text):
+		// their size counts against the rule's memory budget, before
+		// JSONForm copies them
+		room := an.maxAlloc - an.allocated
+		for _, a := range hv.Args {
+			an.chargeTotal(outputSize(a, room))
+		}
+		for _, k := range hv.Kwargs.Keys {
+			an.chargeTotal(outputSize(hv.Kwargs.M[k], room))
+		}
+	}
 	var args []builtin.Value
 	kwargs := builtin.OrderedMap{}
 	switch hv := headVal.(type) {
@@ -743,7 +806,7 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	case string:
 		args = []builtin.Value{hv}
 	default:
-		args = []builtin.Value{builtin.Display(headVal)}
+		args = []builtin.Value{f.display(headVal)}
 	}
 	h.v.Args = make([]any, len(args))
 	for i, a := range args {
@@ -951,6 +1014,18 @@ func (f *frame) callBuiltin(pos syntax.Pos, b *builtin.Builtin, args []builtin.V
 	if b.Impl == nil {
 		throw(pos, builtin.DetectorUnavailable, "detector %s is not available in this build", b.Name)
 	}
+	if an := f.an; an != nil {
+		switch {
+		case b.Name == "print" && an.env.Debug != nil:
+			for _, a := range args {
+				f.display(a) // print displays its arguments: bounded first
+			}
+		case !b.Core || b.Name == "text" || b.Name == "image":
+			// detectors read their arguments whole; text() and image()
+			// flatten them
+			an.chargeTotal(argsInputSize(args, kw, an.maxAlloc-an.allocated))
+		}
+	}
 	run := func(mark func(*builtin.Path, int, int)) (v builtin.Value, err error) {
 		// a built-in is code from another package (detect): its panic is a
 		// detector_error of this binding, never a crash of the analysis
@@ -970,6 +1045,10 @@ func (f *frame) callBuiltin(pos syntax.Pos, b *builtin.Builtin, args []builtin.V
 	}
 	if err != nil {
 		throwErr(pos, err)
+	}
+	switch v.(type) { // lists from text(), find(), tuple(), detectors
+	case []builtin.Value, builtin.Tuple:
+		f.chargeDeep(v)
 	}
 	return v
 }
@@ -1007,9 +1086,7 @@ func (an *analysis) callPredicate(f *frame, pos syntax.Pos, p *predicate, args [
 	var result bool
 	if p.value != nil {
 		an.step()
-		v := p.value(pf)
-		b, ok := v.(bool)
-		result = ok && b
+		result = builtin.IsTrue(p.value(pf))
 	} else if p.body != nil && !an.emptyFree(p.body) {
 		an.exec(pf, p.body, 0, &execCtx{
 			yield:   func() bool { result = true; return false },

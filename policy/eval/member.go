@@ -238,6 +238,7 @@ func callMethod(f *frame, pos syntax.Pos, m *builtin.Method, args []builtin.Valu
 		switch m.Name {
 		case "keys":
 			maxArgs(0)
+			f.chargeElems(len(r.Keys))
 			out := make([]builtin.Value, len(r.Keys))
 			for i, k := range r.Keys {
 				out[i] = k
@@ -245,6 +246,7 @@ func callMethod(f *frame, pos syntax.Pos, m *builtin.Method, args []builtin.Valu
 			return out
 		case "values":
 			maxArgs(0)
+			f.chargeElems(len(r.Keys))
 			out := make([]builtin.Value, len(r.Keys))
 			for i, k := range r.Keys {
 				out[i] = builtin.ChildAt(at, k, i, r.M[k])
@@ -252,6 +254,7 @@ func callMethod(f *frame, pos syntax.Pos, m *builtin.Method, args []builtin.Valu
 			return out
 		case "items":
 			maxArgs(0)
+			f.chargeElems(4 * len(r.Keys)) // the list and a pair per entry
 			out := make([]builtin.Value, len(r.Keys))
 			for i, k := range r.Keys {
 				out[i] = builtin.Tuple{k, builtin.ChildAt(at, k, i, r.M[k])}
@@ -275,9 +278,11 @@ func callMethod(f *frame, pos syntax.Pos, m *builtin.Method, args []builtin.Valu
 		switch m.Name {
 		case "lower":
 			maxArgs(0)
+			f.charge(int64(len(r)))
 			return lower(r)
 		case "upper":
 			maxArgs(0)
+			f.charge(int64(len(r)))
 			return upper(r)
 		case "strip":
 			maxArgs(1)
@@ -312,8 +317,10 @@ func callMethod(f *frame, pos syntax.Pos, m *builtin.Method, args []builtin.Valu
 				if maxsplit >= 0 {
 					n = int(maxsplit) + 1
 				}
+				f.chargeElems(2 * (strings.Count(r, s) + 1)) // parts and the list
 				parts = strings.SplitN(r, s, n)
 			}
+			f.chargeElems(len(parts))
 			out := make([]builtin.Value, len(parts))
 			for i, p := range parts {
 				out[i] = p
@@ -322,13 +329,16 @@ func callMethod(f *frame, pos syntax.Pos, m *builtin.Method, args []builtin.Valu
 		case "splitlines":
 			maxArgs(1)
 			keep := builtin.Truthy(arg(0, "keepends", false))
-			return splitlines(r, keep)
+			out := splitlines(r, keep)
+			f.chargeElems(len(out))
+			return out
 		case "join":
 			maxArgs(1)
 			els, ok := builtin.Elements(arg(0, "iterable", nil))
 			if !ok {
 				throw(pos, builtin.TypeError, "can only join an iterable")
 			}
+			size := int64(len(r)) * int64(max(len(els)-1, 0))
 			parts := make([]string, len(els))
 			for i, e := range els {
 				s, ok := builtin.Strip(e).(string)
@@ -336,10 +346,12 @@ func callMethod(f *frame, pos syntax.Pos, m *builtin.Method, args []builtin.Valu
 					throw(pos, builtin.TypeError, "sequence item %d: expected str instance, %s found", i, builtin.TypeName(e))
 				}
 				parts[i] = s
+				size += int64(len(s))
 			}
+			f.charge(size)
 			return strings.Join(parts, r)
 		case "format":
-			return format(pos, r, args, kw)
+			return format(f, pos, r, args, kw)
 		}
 	}
 	throw(pos, builtin.AttributeError, "unavailable method %s", m.Name)
@@ -437,7 +449,7 @@ func splitlines(s string, keep bool) []builtin.Value {
 	return out
 }
 
-func format(pos syntax.Pos, s string, args []builtin.Value, kw *builtin.Dict) builtin.Value {
+func format(f *frame, pos syntax.Pos, s string, args []builtin.Value, kw *builtin.Dict) builtin.Value {
 	var b strings.Builder
 	auto, manual := 0, false
 	for i := 0; i < len(s); i++ {
@@ -498,7 +510,10 @@ func format(pos syntax.Pos, s string, args []builtin.Value, kw *builtin.Dict) bu
 				throw(pos, builtin.KeyError, "missing key %s", field)
 			}
 		}
-		b.WriteString(builtin.Display(v))
+		d := f.display(v)
+		f.fits(int64(b.Len()) + int64(len(d)))
+		b.WriteString(d)
 	}
+	f.charge(int64(b.Len()))
 	return b.String()
 }

@@ -72,15 +72,18 @@ func arith(f *frame, pos syntax.Pos, op syntax.Token, a, b builtin.Value) builti
 		switch x := a.(type) {
 		case string:
 			if y, ok := b.(string); ok {
+				f.charge(int64(len(x)) + int64(len(y)))
 				return x + y
 			}
 		case []builtin.Value:
 			if y, ok := b.([]builtin.Value); ok {
+				f.chargeConcat(x, y)
 				out := make([]builtin.Value, 0, len(x)+len(y))
 				return append(append(out, x...), y...)
 			}
 		case builtin.Tuple:
 			if y, ok := b.(builtin.Tuple); ok {
+				f.chargeConcat(x, y)
 				out := make(builtin.Tuple, 0, len(x)+len(y))
 				return append(append(out, x...), y...)
 			}
@@ -111,7 +114,10 @@ func arith(f *frame, pos syntax.Pos, op syntax.Token, a, b builtin.Value) builti
 			}
 			switch x := a.(type) {
 			case string:
-				if len(x) > 0 && n > (1<<24)/len(x) {
+				if size := mulSize(int64(len(x)), int64(n)); size < math.MaxInt64 {
+					f.charge(size) // beyond int64 it is Python's OverflowError
+				}
+				if len(x) > 0 && n > (1<<24)/len(x) { // with no budget
 					throw(pos, builtin.ValueError, "repetition too large")
 				}
 				return strings.Repeat(x, n)
@@ -119,7 +125,12 @@ func arith(f *frame, pos syntax.Pos, op syntax.Token, a, b builtin.Value) builti
 				if len(x) == 0 {
 					return []builtin.Value{}
 				}
-				if n > (1<<20)/len(x) {
+				if f.an != nil {
+					if size := mulSize(elemSize*deepCount(x, f.an.maxValue/elemSize), int64(n)); size < math.MaxInt64 {
+						f.charge(size)
+					}
+				}
+				if n > (1<<20)/len(x) { // with no budget
 					throw(pos, builtin.ValueError, "repetition too large")
 				}
 				out := make([]builtin.Value, 0, len(x)*n)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"testing"
 	"time"
 
@@ -122,5 +123,50 @@ func testIdempotency(t *testing.T, s store.Store) {
 	must(t, err)
 	if n != 1 { // key-2's, created at t0
 		t.Errorf("PurgeIdempotencyKeys = %d, want 1", n)
+	}
+}
+
+func init() { register("Instance", testInstance) }
+
+// testInstance: the first value stored under a name wins, also when
+// processes race (the ledger key of a PostgreSQL deployment).
+func testInstance(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	got, err := s.InitInstanceValue(ctx, "ledger.key", "first")
+	must(t, err)
+	if got != "first" {
+		t.Fatalf("InitInstanceValue on an empty store = %q, want first", got)
+	}
+	got, err = s.InitInstanceValue(ctx, "ledger.key", "second")
+	must(t, err)
+	if got != "first" {
+		t.Fatalf("second InitInstanceValue = %q, want the first value kept", got)
+	}
+	got, err = s.InitInstanceValue(ctx, "other", "x")
+	must(t, err)
+	if got != "x" {
+		t.Fatalf("another name = %q, want x", got)
+	}
+	// Racing writers all see one value.
+	const n = 8
+	vals := make(chan string, n)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			v, err := s.InitInstanceValue(ctx, "race", fmt.Sprint(i))
+			vals <- v
+			errs <- err
+		}()
+	}
+	first := ""
+	for i := 0; i < n; i++ {
+		must(t, <-errs)
+		v := <-vals
+		if first == "" {
+			first = v
+		}
+		if v != first {
+			t.Fatalf("racing InitInstanceValue returned %q and %q", first, v)
+		}
 	}
 }

@@ -155,9 +155,23 @@ func testPushExplicit(t *testing.T, s store.Store) {
 	// Create mode on a non-empty dataset.
 	_, err = s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, DatasetName: "up", RequireEmpty: true, Traces: []store.NewTrace{{Messages: events("c", 1)}}})
 	wantErr(t, err, store.ErrConflict)
-	// Explicit index collision.
-	_, err = s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, DatasetName: "up", Traces: []store.NewTrace{{Index: idx(2), Messages: events("d", 1)}}})
-	wantErr(t, err, store.ErrConflict)
+	// Explicit index collisions are an IndexTakenError naming the index:
+	// with a stored trace, and within the push (an explicit index equal
+	// to the next automatic one).
+	for _, tt := range []struct {
+		traces []store.NewTrace
+		want   store.IndexTakenError
+	}{
+		{[]store.NewTrace{{Index: idx(3), Messages: events("d", 1)}, {Index: idx(2), Messages: events("d", 1)}}, store.IndexTakenError{Dataset: "up", Index: 2}},
+		{[]store.NewTrace{{Index: idx(6), Messages: events("d", 1)}, {Messages: events("d", 1)}}, store.IndexTakenError{Dataset: "up", Index: 6, InPush: true}},
+	} {
+		_, err = s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, DatasetName: "up", Traces: tt.traces})
+		wantErr(t, err, store.ErrConflict)
+		var taken *store.IndexTakenError
+		if !errors.As(err, &taken) || *taken != tt.want {
+			t.Errorf("index collision: %v, want %+v", err, tt.want)
+		}
+	}
 	// The counter moved past the largest explicit index.
 	next := push(t, s, u.ID, "up", 1, 1)
 	if next.Traces[0].Index != 6 {

@@ -56,6 +56,20 @@ func (s *Store) DeleteBlob(ctx context.Context, ownerID, sum string) error {
 	return nil
 }
 
+// InitInstanceValue implements store.Instance.
+func (s *Store) InitInstanceValue(ctx context.Context, name, value string) (string, error) {
+	if _, err := s.b.Writer().Exec(ctx, `INSERT INTO instance_values (name, value, created_at) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO NOTHING`, name, value, micros(time.Now())); err != nil {
+		return "", fmt.Errorf("init instance value %s: %w", name, err)
+	}
+	var stored string
+	// Read on the writer, which saw the insert; this runs once per start.
+	if err := s.b.Writer().QueryRow(ctx, `SELECT value FROM instance_values WHERE name = $1`, name).Scan(&stored); err != nil {
+		return "", fmt.Errorf("read instance value %s: %w", name, err)
+	}
+	return stored, nil
+}
+
 const savedQueryCols = `id, dataset_id, owner_id, name, query, time_created`
 
 func scanSavedQuery(r interface{ Scan(...any) error }) (*store.SavedQuery, error) {

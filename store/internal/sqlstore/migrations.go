@@ -334,4 +334,14 @@ CREATE TABLE mcp_pins (
 	UNIQUE (owner_id, server, tool)
 );
 `,
+	// 6: instance-wide values every process sharing the database agrees
+	// on (the ledger key seed of a PostgreSQL deployment without a key
+	// file).
+	`
+CREATE TABLE instance_values (
+	name TEXT PRIMARY KEY,
+	value TEXT NOT NULL,
+	created_at BIGINT NOT NULL
+);
+`,
 }

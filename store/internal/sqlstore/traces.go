@@ -300,6 +300,9 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 					auto++
 				}
 			}
+			if err := indexTaken(ctx, tx, ds, req, res.Traces, start); err != nil {
+				return err
+			}
 			next := max(auto, maxExplicit+1, start)
 			tb.Exec(`UPDATE datasets SET next_index = $2, num_traces = num_traces + $3, latest_trace_time = $4 WHERE id = $1`,
 				ds.ID, next, int64(len(req.Traces)), micros(at))
@@ -322,6 +325,49 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 		return nil, err
 	}
 	return res, nil
+}
+
+// indexTaken returns a *store.IndexTakenError when the push gives one
+// index to two traces or an explicit index below start (every stored
+// trace's index is below the dataset's next index) is stored already, so
+// the caller learns which index collides instead of a raw unique-constraint
+// error. Only explicit indices below start need a query, over their range.
+func indexTaken(ctx context.Context, tx Tx, ds *store.Dataset, req store.PushRequest, traces []*store.Trace, start int64) error {
+	seen := make(map[int64]bool, len(traces))
+	lo, hi := int64(-1), int64(-1)
+	for i, t := range traces {
+		if seen[t.Index] {
+			return &store.IndexTakenError{Dataset: ds.Name, Index: t.Index, InPush: true}
+		}
+		seen[t.Index] = true
+		if req.Traces[i].Index != nil && t.Index < start {
+			if lo < 0 || t.Index < lo {
+				lo = t.Index
+			}
+			hi = max(hi, t.Index)
+		}
+	}
+	if hi < 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT idx FROM traces WHERE dataset_id = $1 AND idx >= $2 AND idx <= $3 ORDER BY idx`, ds.ID, lo, hi)
+	if err != nil {
+		return fmt.Errorf("push: check trace indices: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var idx int64
+		if err := rows.Scan(&idx); err != nil {
+			return fmt.Errorf("push: check trace indices: %w", err)
+		}
+		if seen[idx] {
+			return &store.IndexTakenError{Dataset: ds.Name, Index: idx}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("push: check trace indices: %w", err)
+	}
+	return nil
 }
 
 // coalesce merges consecutive inserts into the same table, so a push
