@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/store"
@@ -78,5 +80,41 @@ func TestDemotedAdminLosesPowers(t *testing.T) {
 				t.Errorf("re-promoted admin: %d %s", st, body)
 			}
 		})
+	}
+}
+
+// TestCallerChosenLimits: names and ids a caller chooses have a length
+// limit (1 MB was accepted), and a key cannot be born expired; each is a
+// 400 naming the field.
+func TestCallerChosenLimits(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	long := strings.Repeat("x", 1<<20)
+	past := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
+	for _, tc := range []struct {
+		name, path string
+		body       any
+		field      string
+	}{
+		{"issue_17_key_name_1mb", "/api/v1/keys/create", map[string]string{"name": long}, "name"},
+		{"key_name_257", "/api/v1/keys/create", map[string]string{"name": strings.Repeat("k", 257)}, "name"},
+		{"issue_17_key_expired_at_birth", "/api/v1/keys/create", map[string]string{"expires_at": past}, "expires_at"},
+		{"issue_17_sdk_session_id_1mb", "/v1/sessions", map[string]string{"id": long}, "id"},
+		{"sdk_session_id_257", "/v1/sessions", map[string]string{"id": strings.Repeat("s", 257)}, "id"},
+		{"sdk_receipt_session_id_1mb", "/v1/receipts", map[string]any{"receipts": []any{map[string]any{
+			"id": "r0", "sessionId": long, "agent": "a", "action": "x", "hash": "h", "previousHash": "0", "timestamp": 1}}}, "receipts[0].sessionId"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, body := ts.do(t, "POST", tc.path, adminKey, tc.body)
+			if st != 400 || !strings.Contains(string(body), tc.field) || len(body) > 1000 {
+				t.Errorf("%d %.300s, want a short 400 naming %s", st, body, tc.field)
+			}
+		})
+	}
+	// At the limit, both are accepted.
+	if st, body := ts.do(t, "POST", "/api/v1/keys/create", adminKey, map[string]string{"name": strings.Repeat("k", 256)}); st != 200 {
+		t.Errorf("256-byte key name: %d %s", st, body)
+	}
+	if st, body := ts.do(t, "POST", "/v1/sessions", adminKey, map[string]string{"id": strings.Repeat("s", 256)}); st != 201 {
+		t.Errorf("256-byte session id: %d %s", st, body)
 	}
 }

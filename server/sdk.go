@@ -94,6 +94,9 @@ func (s *Server) handleSDKSessionCreate(w http.ResponseWriter, r *http.Request, 
 	if in.ID == "" {
 		return badRequest("id must be a non-empty string")
 	}
+	if err := checkLength("id", in.ID, maxSDKSessionID); err != nil {
+		return err
+	}
 	if sess, err := s.st.GetSession(r.Context(), in.ID); err == nil {
 		if !s.canWrite(p, sess.OwnerID) {
 			return apiErr(http.StatusConflict, CodeVersionConflict, "session id %s is taken", in.ID)
@@ -160,6 +163,9 @@ func (s *Server) handleSDKReceipts(w http.ResponseWriter, r *http.Request, p *pr
 		}
 		if rc.SessionID == "" { // as POST /v1/sessions: a session needs an id
 			return badRequest("receipt %d: sessionId must be a non-empty string", i)
+		}
+		if err := checkLength(fmt.Sprintf("receipts[%d].sessionId", i), rc.SessionID, maxSDKSessionID); err != nil {
+			return err
 		}
 		parsed[i] = rc
 		if _, ok := groups[rc.SessionID]; !ok {
