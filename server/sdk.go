@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/store"
@@ -373,18 +372,13 @@ func (s *Server) handleSDKSessionVerify(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	sres, err := s.verifySession(r, sess)
+	sres, err := s.verifySessionOrRun(r, sess)
 	if err != nil {
 		return err
 	}
 	res := sres.Result
-	s.markTampered(r, sess, res)
-	errs := make([]string, len(res.Errors))
-	for i, e := range res.Errors {
-		errs[i] = "receipt " + strconv.Itoa(e.Index) + ": " + string(e.Reason)
-	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"valid": res.Valid, "receipt_count": sess.ReceiptCount, "errors": errs, "brokenAt": res.BrokenAt, "reason": res.Reason,
+		"valid": res.Valid, "receipt_count": sess.ReceiptCount, "errors": res.Messages(), "brokenAt": res.BrokenAt, "reason": res.Reason,
 	})
 	return nil
 }
