@@ -23,9 +23,13 @@ func (s *Server) handlePublicKey(w http.ResponseWriter, r *http.Request, _ *prin
 
 // sessionForRead loads a session the caller may read: its owner or an
 // admin, or a caller who may read its run's trace (a reader of a public
-// dataset, explorer-api §1.4); 404 otherwise.
+// dataset, explorer-api §1.4); 404 otherwise. id is first looked up as an
+// SDK session id in the caller's namespace, then as a session id.
 func (s *Server) sessionForRead(r *http.Request, p *principal, id string) (*store.Session, error) {
-	sess, err := s.st.GetSession(r.Context(), id)
+	sess, err := s.st.GetSDKSession(r.Context(), p.User.ID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		sess, err = s.st.GetSession(r.Context(), id)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("Session not found")
 	}
@@ -85,7 +89,7 @@ func sessionJSON(sess *store.Session) map[string]any {
 		reason = json.RawMessage(sess.TamperReason)
 	}
 	return map[string]any{
-		"id": sess.ID, "runId": optString(sess.RunID), "name": sess.Name, "agent": sess.Agent,
+		"id": sess.LedgerID(), "runId": optString(sess.RunID), "name": sess.Name, "agent": sess.Agent,
 		"signer": sess.Signer, "signerPublicKey": optString(sess.SignerPublicKey), "status": sess.Status(),
 		"createdAt": millis(sess.CreatedAt), "closedAt": optMillis(sess.ClosedAt), "tamperedAt": optMillis(sess.TamperedAt),
 		"tamperReason": reason, "receiptCount": sess.ReceiptCount, "rootHash": optString(sess.RootHash),
@@ -136,7 +140,7 @@ func (s *Server) handleSessionReceipts(w http.ResponseWriter, r *http.Request, p
 // verification (spec/ledger.md §6.4). A server session stored without a
 // signer key was signed with the active key.
 func (s *Server) ledgerSession(sess *store.Session) *ledger.Session {
-	ls := &ledger.Session{ID: sess.ID, Agent: sess.Agent, Signer: sess.Signer, ReceiptCount: int(sess.ReceiptCount)}
+	ls := &ledger.Session{ID: sess.LedgerID(), Agent: sess.Agent, Signer: sess.Signer, ReceiptCount: int(sess.ReceiptCount)}
 	if sess.SignerPublicKey != "" {
 		ls.SignerPublicKey = &sess.SignerPublicKey
 	} else if sess.Signer != ledger.SignerAgent {

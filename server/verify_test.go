@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,6 +86,68 @@ func TestOneVerification(t *testing.T) {
 		code, body := ts.do(t, "GET", "/api/v1/runs/"+id+"/verify", adminKey, nil)
 		if code != 200 || !strings.Contains(string(body), `"valid":false`) || !strings.Contains(string(body), `"reason":"missing_session"`) {
 			t.Errorf("verify a run without its session row: %d %s", code, body)
+		}
+	})
+}
+
+// TestSDKSessionIDsPerOwner: SDK session ids are scoped to their owner.
+// Another user's id was a 409 "taken" (leaking that it existed) and a 404
+// for the receipts of the user who chose it second.
+func TestSDKSessionIDsPerOwner(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		ctx := context.Background()
+		keyOf := func(name string) string {
+			if code, body := ts.do(t, "POST", "/api/v1/users", adminKey, map[string]string{"username": name}); code != 200 {
+				t.Fatalf("create %s: %d %s", name, code, body)
+			}
+			k, err := ts.c.CreateKey(ctx, client.KeyCreate{User: name, Scope: "full"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k.Key
+		}
+		alice, bob := keyOf("alice"), keyOf("bob")
+		if code, body := ts.do(t, "POST", "/v1/sessions", bob, `{"id": "shared-id", "name": "bob's"}`); code != 201 {
+			t.Fatalf("bob creates: %d %s", code, body)
+		}
+		// Alice's create and receipts are hers, not a conflict with Bob's.
+		code, body := ts.do(t, "POST", "/v1/sessions", alice, `{"id": "shared-id", "name": "alice's"}`)
+		if code != 201 || !strings.Contains(string(body), `"name":"alice's"`) || !strings.Contains(string(body), `"id":"shared-id"`) {
+			t.Fatalf("alice creates the same id: %d %s", code, body)
+		}
+		rs := sdkChain(t, "shared-id", "agent/a", mustKey(t), 2)
+		if code, body := ts.do(t, "POST", "/v1/receipts", alice, receiptsBody(rs...)); code != 200 || !strings.Contains(string(body), `"inserted":2`) {
+			t.Fatalf("alice's receipts: %d %s", code, body)
+		}
+		for _, tc := range []struct {
+			key, name string
+			count     int
+		}{{alice, "alice's", 2}, {bob, "bob's", 0}} {
+			code, body := ts.do(t, "GET", "/v1/sessions/shared-id", tc.key, nil)
+			if code != 200 || !strings.Contains(string(body), `"name":"`+tc.name+`"`) || !strings.Contains(string(body), fmt.Sprintf(`"receipt_count":%d`, tc.count)) {
+				t.Errorf("%s reads shared-id: %d %s", tc.name, code, body)
+			}
+			code, body = ts.do(t, "GET", "/v1/sessions/shared-id/verify", tc.key, nil)
+			if code != 200 || !strings.Contains(string(body), `"valid":true`) {
+				t.Errorf("%s verifies shared-id: %d %s", tc.name, code, body)
+			}
+			code, body = ts.do(t, "GET", "/api/v1/ledger/sessions/shared-id/verify", tc.key, nil)
+			if code != 200 || !strings.Contains(string(body), `"valid":true`) || !strings.Contains(string(body), `"sessionId":"shared-id"`) {
+				t.Errorf("%s ledger-verifies shared-id: %d %s", tc.name, code, body)
+			}
+		}
+		// Closing with the SDK: the close statement names the SDK id, so
+		// the closed session still verifies.
+		if code, body := ts.do(t, "PATCH", "/v1/sessions/shared-id", alice, `{"status": "closed"}`); code != 200 || !strings.Contains(string(body), `"id":"shared-id"`) {
+			t.Fatalf("alice closes: %d %s", code, body)
+		}
+		if code, body := ts.do(t, "GET", "/api/v1/ledger/sessions/shared-id/verify", alice, nil); code != 200 || !strings.Contains(string(body), `"valid":true`) {
+			t.Errorf("closed session verifies: %d %s", code, body)
+		}
+		// Someone without a session of that id learns nothing.
+		carol := keyOf("carol")
+		if code, body := ts.do(t, "GET", "/v1/sessions/shared-id", carol, nil); code != 404 {
+			t.Errorf("carol reads shared-id: %d %s", code, body)
 		}
 	})
 }

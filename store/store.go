@@ -284,6 +284,9 @@ type Ledger interface {
 	CreateSession(ctx context.Context, s *Session) error
 	// GetSession returns the session with its tail, or ErrNotFound.
 	GetSession(ctx context.Context, id string) (*Session, error)
+	// GetSDKSession returns the session of ownerID whose SDKID is sdkID,
+	// or ErrNotFound (also when only another owner has one).
+	GetSDKSession(ctx context.Context, ownerID, sdkID string) (*Session, error)
 	// ListSessions returns sessions matching f, newest first.
 	ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error)
 	// AppendReceipts appends receipts to a session without events: it
@@ -1057,8 +1060,23 @@ type Session struct {
 	// Extra is free JSON for the SDK-compatible endpoints (created_by,
 	// runtime, tags); nil = none.
 	Extra json.RawMessage
+	// SDKID is the id an @invariance/sdk client chose for the session
+	// ("" = none: a server session). It is unique per owner, not across
+	// owners, so ID (the row key, unique) is then a server-made id, and the
+	// receipts carry SDKID as their sessionId (LedgerID).
+	SDKID string
 	// Tail is the chain tail, maintained by the store.
 	Tail Tail
+}
+
+// LedgerID is the session id of the ledger (spec/ledger.md §6.1): the one
+// its receipts and close statement carry. It is SDKID for SDK sessions,
+// else ID.
+func (s *Session) LedgerID() string {
+	if s.SDKID != "" {
+		return s.SDKID
+	}
+	return s.ID
 }
 
 // Status derives the session status: "tampered", "closed" or "open".

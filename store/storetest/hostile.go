@@ -11,6 +11,45 @@ import (
 
 func init() {
 	register("InvalidText", testInvalidText)
+	register("SDKSessionsPerOwner", testSDKSessionsPerOwner)
+}
+
+// testSDKSessionsPerOwner: SDK session ids are unique per owner, not
+// across owners (another user's id was "taken", which leaked that it
+// existed and blocked the owner's receipts).
+func testSDKSessionsPerOwner(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	u, v := newUser(t, s, "u"), newUser(t, s, "v")
+	a := &store.Session{ID: "row-a", SDKID: "shared", OwnerID: u.ID, Agent: "x"}
+	must(t, s.CreateSession(ctx, a))
+	// The same SDK id for another owner, created with its run.
+	res, err := s.PushTraces(ctx, store.PushRequest{OwnerID: v.ID, DatasetName: "sessions", CreateIfMissing: true,
+		Traces: []store.NewTrace{{Messages: events("m", 1), Session: &store.Session{ID: "row-b", SDKID: "shared", Agent: "x"}}},
+		Seal:   chainSeal})
+	must(t, err)
+	// The same SDK id twice for one owner conflicts.
+	wantErr(t, s.CreateSession(ctx, &store.Session{ID: "row-c", SDKID: "shared", OwnerID: u.ID}), store.ErrConflict)
+	for _, tc := range []struct {
+		owner, row string
+	}{{u.ID, "row-a"}, {v.ID, "row-b"}} {
+		got, err := s.GetSDKSession(ctx, tc.owner, "shared")
+		must(t, err)
+		if got.ID != tc.row || got.SDKID != "shared" || got.LedgerID() != "shared" || got.OwnerID != tc.owner {
+			t.Errorf("GetSDKSession(%s) = %+v", tc.owner, got)
+		}
+	}
+	got, err := s.GetSession(ctx, "row-b")
+	must(t, err)
+	if got.SDKID != "shared" || got.RunID != res.Traces[0].ID {
+		t.Errorf("GetSession(row-b) = %+v, want SDKID shared and run %s", got, res.Traces[0].ID)
+	}
+	w := newUser(t, s, "w")
+	_, err = s.GetSDKSession(ctx, w.ID, "shared")
+	wantErr(t, err, store.ErrNotFound)
+	// A server session has no SDK id.
+	must(t, s.CreateSession(ctx, &store.Session{ID: "plain", OwnerID: u.ID}))
+	_, err = s.GetSDKSession(ctx, u.ID, "plain")
+	wantErr(t, err, store.ErrNotFound)
 }
 
 // testInvalidText: a NUL character or invalid UTF-8 in a name, id or text

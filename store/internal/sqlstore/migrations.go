@@ -334,4 +334,15 @@ CREATE TABLE mcp_pins (
 	UNIQUE (owner_id, server, tool)
 );
 `,
+
+	// 6: SDK session ids are per owner (issue 17: one namespace across
+	// users leaked that another user's id existed and blocked the owner's
+	// receipts). The client's id moves to sdk_id, unique per owner; id
+	// stays the unique row key (a server-made id for new SDK sessions).
+	// Existing SDK sessions keep id = sdk_id.
+	`
+ALTER TABLE ledger_sessions ADD COLUMN sdk_id TEXT;
+UPDATE ledger_sessions SET sdk_id = id WHERE extra LIKE '%"sdk":true%';
+CREATE UNIQUE INDEX ledger_sessions_sdk ON ledger_sessions (owner_id, sdk_id);
+`,
 }
