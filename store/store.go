@@ -178,7 +178,10 @@ type Datasets interface {
 	// DeleteDataset deletes the dataset, its traces, their messages and
 	// annotations, and its tool registry. Ledger sessions and receipts of
 	// its traces are kept and open ones are closed with closeFn (which may
-	// be nil: then they are left open). ErrNotFound when absent.
+	// be nil: then they are left open). ErrNotFound when absent. The traces
+	// are deleted in batches of short transactions, so writes interleave
+	// with a large delete; a failure midway leaves some traces deleted, and
+	// calling it again completes the delete.
 	DeleteDataset(ctx context.Context, id string, closeFn CloseFunc) error
 	// PutDatasetMetadata merges patch into the dataset's metadata in one
 	// transaction (explorer-api §4.2) and returns the result.

@@ -1,7 +1,10 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/vigilhq/vigil/store"
 )
@@ -12,6 +15,62 @@ import (
 func init() {
 	register("InvalidText", testInvalidText)
 	register("SDKSessionsPerOwner", testSDKSessionsPerOwner)
+	register("DeleteLargeDatasetInterleaves", testDeleteLargeDatasetInterleaves)
+}
+
+// testDeleteLargeDatasetInterleaves: a large dataset is deleted in short
+// transactions, so a push made while it is being deleted completes before
+// the delete does (on SQLite, one transaction held the only writer and
+// blocked every push until the whole dataset was gone). The test asserts
+// the order of events, not times: the delete has visibly progressed (the
+// dataset shrank) and not finished (traces remain) after a push returned.
+func testDeleteLargeDatasetInterleaves(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	u := newUser(t, s, "u")
+	const total, chunk = 6000, 500
+	var ds *store.Dataset
+	for i := 0; i < total; i += chunk {
+		req := store.PushRequest{OwnerID: u.ID, DatasetName: "big", CreateIfMissing: true, Seal: chainSeal}
+		for j := range chunk {
+			req.Traces = append(req.Traces, store.NewTrace{Messages: events(fmt.Sprintf("b%d-", i+j), 2)})
+		}
+		res, err := s.PushTraces(ctx, req)
+		must(t, err)
+		ds = res.Dataset
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.DeleteDataset(ctx, ds.ID, closeSeal) }()
+	// Wait until the delete has visibly made progress (a batch committed).
+	for {
+		d, err := s.GetDataset(ctx, ds.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			t.Fatal("the dataset vanished at once: no batch was ever visible, so the delete ran as one transaction")
+		}
+		must(t, err)
+		if d.NumTraces < total {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("delete finished (%v) before any progress was visible", err)
+		default:
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A push now completes while the delete is still under way.
+	push(t, s, u.ID, "other", 1, 1)
+	d, err := s.GetDataset(ctx, ds.ID)
+	if err != nil || d.NumTraces == 0 {
+		t.Errorf("the push waited for the whole delete (dataset after the push: %v, err %v)", d, err)
+	}
+	must(t, <-done)
+	_, err = s.GetDataset(ctx, ds.ID)
+	wantErr(t, err, store.ErrNotFound)
+	n, err := s.ListTraces(ctx, store.TraceFilter{DatasetID: ds.ID})
+	must(t, err)
+	if len(n) != 0 {
+		t.Errorf("%d traces survive their dataset", len(n))
+	}
 }
 
 // testSDKSessionsPerOwner: SDK session ids are unique per owner, not
