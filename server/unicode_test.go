@@ -1,0 +1,70 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/vigilhq/vigil/client"
+)
+
+// TestInvalidUTF8Rejected: invalid UTF-8 anywhere in a request is a 400
+// naming the JSON path of its string, on every ingest path; nothing is
+// stored. (It was replaced by U+FFFD and acknowledged, so the stored and
+// signed event differed from the one sent.)
+func TestInvalidUTF8Rejected(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		ctx := context.Background()
+		res, err := ts.c.Push(ctx, client.PushRequest{Dataset: "u", Messages: [][]any{{map[string]any{"role": "user", "content": "ok"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := res.ID[0]
+		for _, tc := range []struct {
+			name, method, path, body, where string
+		}{
+			{"push_content", "POST", "/api/v1/push/trace", `{"dataset": "u", "messages": [[{"role": "user", "content": "a` + "\xff" + `b"}]]}`, "content"},
+			{"push_nested", "POST", "/api/v1/push/trace", `{"dataset": "u", "messages": [[{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {"k": "` + "\xc3" + `"}}}]}]]}`, "arguments"},
+			{"push_metadata", "POST", "/api/v1/push/trace", `{"dataset": "u", "messages": [[{"role": "user", "content": "x"}]], "metadata": [{"note": "` + "\xed\xa0\x80" + `"}]}`, "note"},
+			{"push_annotation", "POST", "/api/v1/push/trace", `{"dataset": "u", "messages": [[{"role": "user", "content": "x"}]], "annotations": [[{"content": "` + "\xfe" + `", "address": "messages.0"}]]}`, "content"},
+			{"append", "POST", "/api/v1/trace/" + id + "/messages", `{"messages": [{"role": "user", "content": "` + "\x80" + `"}]}`, "content"},
+			{"annotate", "POST", "/api/v1/trace/" + id + "/annotate", `{"content": "` + "\xff" + `", "address": "messages.0"}`, "content"},
+			{"dataset_metadata", "PUT", "/api/v1/dataset/metadata/u", `{"metadata": {"benchmark": "` + "\xff" + `"}}`, "benchmark"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				st, body := ts.do(t, tc.method, tc.path, adminKey, tc.body)
+				if st != 400 || !strings.Contains(string(body), "UTF-8") || !strings.Contains(string(body), tc.where) {
+					t.Errorf("%d %s, want a 400 naming invalid UTF-8 at %s", st, body, tc.where)
+				}
+			})
+		}
+		t.Run("upload", func(t *testing.T) {
+			var b bytes.Buffer
+			mw := multipart.NewWriter(&b)
+			fw, _ := mw.CreateFormFile("file", "bad.jsonl")
+			fw.Write([]byte(`[{"role": "user", "content": "fine"}]` + "\n" + `[{"role": "user", "content": "x` + "\xff" + `"}]` + "\n"))
+			mw.WriteField("name", "upl")
+			mw.Close()
+			req, _ := http.NewRequest("POST", ts.URL+"/api/v1/dataset/upload", &b)
+			req.Header.Set("Content-Type", mw.FormDataContentType())
+			req.Header.Set("Authorization", "Bearer "+adminKey)
+			resp, err := ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out bytes.Buffer
+			out.ReadFrom(resp.Body)
+			if resp.StatusCode != 400 || !strings.Contains(out.String(), "UTF-8") || !strings.Contains(out.String(), "line 2") {
+				t.Errorf("upload: %d %s, want a 400 naming invalid UTF-8 on line 2", resp.StatusCode, out.String())
+			}
+		})
+		st, body := ts.do(t, "GET", "/api/v1/trace/"+id+"?annotated=1", adminKey, nil)
+		if st != 200 || !strings.Contains(string(body), `"ok"`) || strings.Contains(string(body), "\uFFFD") || strings.Count(string(body), `"role"`) != 1 {
+			t.Errorf("trace after refused requests: %d %s", st, body)
+		}
+	})
+}
