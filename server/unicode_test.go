@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"mime/multipart"
 	"net/http"
 	"strings"
@@ -65,6 +66,45 @@ func TestInvalidUTF8Rejected(t *testing.T) {
 		st, body := ts.do(t, "GET", "/api/v1/trace/"+id+"?annotated=1", adminKey, nil)
 		if st != 200 || !strings.Contains(string(body), `"ok"`) || strings.Contains(string(body), "\uFFFD") || strings.Count(string(body), `"role"`) != 1 {
 			t.Errorf("trace after refused requests: %d %s", st, body)
+		}
+	})
+}
+
+// TestLoneSurrogatesKept: a lone surrogate escape is kept exactly as sent
+// (ledger.md §2.1), on every ingest path and both backends: served back as
+// the same escape, and the run verifies. (It was rewritten to U+FFFD.)
+func TestLoneSurrogatesKept(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		const lone = `\ud800x\udfff`
+		st, body := ts.do(t, "POST", "/api/v1/push/trace", adminKey, `{"dataset": "s", "messages": [[{"role": "user", "content": "`+lone+`"}]],
+			"metadata": [{"note": "`+lone+`"}], "annotations": [[{"content": "`+lone+`", "address": "messages.0"}]]}`)
+		if st != 200 {
+			t.Fatalf("push: %d %s", st, body)
+		}
+		var pr struct{ ID []string }
+		if err := json.Unmarshal(body, &pr); err != nil {
+			t.Fatal(err)
+		}
+		id := pr.ID[0]
+		for _, rq := range []struct{ method, path, body string }{
+			{"POST", "/api/v1/trace/" + id + "/messages", `{"messages": [{"role": "assistant", "content": "` + lone + `"}]}`},
+			{"POST", "/api/v1/trace/" + id + "/annotate", `{"content": "` + lone + `", "address": "messages.1"}`},
+		} {
+			if st, body := ts.do(t, rq.method, rq.path, adminKey, rq.body); st != 200 {
+				t.Fatalf("%s %s: %d %s", rq.method, rq.path, st, body)
+			}
+		}
+		st, body = ts.do(t, "GET", "/api/v1/trace/"+id+"?annotated=1", adminKey, nil)
+		if st != 200 || strings.Count(string(body), lone) < 3 || strings.Contains(string(body), "\uFFFD") || strings.Contains(string(body), `\ufffd`) {
+			t.Errorf("trace: %d %s, want %s kept in both events and the metadata", st, body, lone)
+		}
+		st, body = ts.do(t, "GET", "/api/v1/trace/"+id+"/annotations", adminKey, nil)
+		if st != 200 || strings.Count(string(body), lone) != 2 {
+			t.Errorf("annotations: %d %s, want %s kept in both", st, body, lone)
+		}
+		st, body = ts.do(t, "GET", "/api/v1/runs/"+id+"/verify", adminKey, nil)
+		if st != 200 || !strings.Contains(string(body), `"valid":true`) {
+			t.Errorf("verify: %d %s", st, body)
 		}
 	})
 }

@@ -16,6 +16,50 @@ func init() {
 	register("InvalidText", testInvalidText)
 	register("SDKSessionsPerOwner", testSDKSessionsPerOwner)
 	register("DeleteLargeDatasetInterleaves", testDeleteLargeDatasetInterleaves)
+	register("AnnotationTextExact", testAnnotationTextExact)
+}
+
+// testAnnotationTextExact: annotation content is kept byte for byte, even
+// a NUL or a lone surrogate (held as WTF-8), which a PostgreSQL text column
+// refuses (it was a 400 there; the server rewrote surrogates to U+FFFD).
+func testAnnotationTextExact(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	u := newUser(t, s, "u")
+	const odd = "nul\x00 lone\xed\xa0\x80 low\xed\xbf\xbf back\\slash \\u0000 é"
+	res, err := s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, DatasetName: "d", CreateIfMissing: true, Seal: chainSeal,
+		Traces: []store.NewTrace{{Messages: events("m", 1), Annotations: []*store.Annotation{{UserID: u.ID, Content: odd, Address: "<root>"}}}}})
+	must(t, err)
+	tr := res.Traces[0]
+	a := &store.Annotation{TraceID: tr.ID, UserID: u.ID, Content: "plain", Address: "<root>"}
+	must(t, s.CreateAnnotation(ctx, a))
+	c := odd + "!"
+	_, err = s.UpdateAnnotation(ctx, a.ID, store.AnnotationUpdate{Content: &c})
+	must(t, err)
+	b := &store.Annotation{TraceID: tr.ID, UserID: u.ID, Content: odd + "?", Address: "<root>"}
+	must(t, s.CreateAnnotation(ctx, b))
+	anns, err := s.ListAnnotations(ctx, tr.ID, nil)
+	must(t, err)
+	got := map[string]bool{}
+	for _, x := range anns {
+		got[x.Content] = true
+	}
+	for _, want := range []string{odd, odd + "!", odd + "?"} {
+		if !got[want] {
+			t.Errorf("content %q not kept; have %v", want, got)
+		}
+	}
+	g, err := s.GetAnnotation(ctx, b.ID)
+	must(t, err)
+	if g.Content != odd+"?" {
+		t.Errorf("GetAnnotation content = %q", g.Content)
+	}
+	// Plain text is stored as is: back to plain after an update.
+	plain := `a\u0000b`
+	_, err = s.UpdateAnnotation(ctx, b.ID, store.AnnotationUpdate{Content: &plain})
+	must(t, err)
+	if g, err = s.GetAnnotation(ctx, b.ID); err != nil || g.Content != plain {
+		t.Errorf("after update to plain text: %q %v", g.Content, err)
+	}
 }
 
 // testDeleteLargeDatasetInterleaves: a large dataset is deleted in short

@@ -345,4 +345,11 @@ ALTER TABLE ledger_sessions ADD COLUMN sdk_id TEXT;
 UPDATE ledger_sessions SET sdk_id = id WHERE extra LIKE '%"sdk":true%';
 CREATE UNIQUE INDEX ledger_sessions_sdk ON ledger_sessions (owner_id, sdk_id);
 `,
+
+	// 7: annotation content that a text column cannot hold (NUL, a lone
+	// surrogate) is stored escaped, flagged by content_escaped (text.go),
+	// so it round-trips exactly on both backends (issue 17).
+	`
+ALTER TABLE annotations ADD COLUMN content_escaped BOOLEAN NOT NULL DEFAULT FALSE;
+`,
 }
