@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -17,6 +18,29 @@ func init() {
 	register("SDKSessionsPerOwner", testSDKSessionsPerOwner)
 	register("DeleteLargeDatasetInterleaves", testDeleteLargeDatasetInterleaves)
 	register("AnnotationTextExact", testAnnotationTextExact)
+	register("MetadataFilterSurvivesOddJSON", testMetadataFilterSurvivesOddJSON)
+}
+
+// testMetadataFilterSurvivesOddJSON: a dataset whose metadata holds JSON
+// that PostgreSQL's jsonb refuses (\u0000, a lone surrogate) neither fails
+// a metadata-filtered listing (it made the whole query fail, for every
+// caller) nor hides the datasets that match.
+func testMetadataFilterSurvivesOddJSON(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	u := newUser(t, s, "u")
+	for i, md := range []string{`{"team":"a","x":"\u0000"}`, `{"team":"a","x":"\ud800"}`, `{"team":"a","x":"\udc00z"}`,
+		`{"team":"a","emoji":"\ud83d\ude00"}`, `{"team":"b"}`} {
+		must(t, s.CreateDataset(ctx, &store.Dataset{OwnerID: u.ID, Name: fmt.Sprintf("d%d", i), Metadata: json.RawMessage(md)}))
+	}
+	ds, err := s.ListDatasets(ctx, store.DatasetFilter{OwnerID: u.ID, MetadataKey: "team", MetadataValue: "a"})
+	must(t, err)
+	names := map[string]bool{}
+	for _, d := range ds {
+		names[d.Name] = true
+	}
+	if !names["d3"] || names["d4"] {
+		t.Errorf("datasets with team a: %v, want d3 (escaped surrogate pair) and not d4", names)
+	}
 }
 
 // testAnnotationTextExact: annotation content is kept byte for byte, even
