@@ -106,5 +106,23 @@ func TestLoneSurrogatesKept(t *testing.T) {
 		if st != 200 || !strings.Contains(string(body), `"valid":true`) {
 			t.Errorf("verify: %d %s", st, body)
 		}
+		// Dataset metadata and an uploaded JSONL file.
+		if st, body := ts.do(t, "PUT", "/api/v1/dataset/metadata/s", adminKey, `{"metadata": {"note": "`+lone+`"}}`); st != 200 || !strings.Contains(string(body), lone) {
+			t.Errorf("dataset metadata: %d %s", st, body)
+		}
+		up := multipartUpload("uploaded", `[{"role": "user", "content": "`+lone+`"}]`+"\n")
+		resp, out := ts.sendKeyed(t, up, "", adminKey)
+		if resp.StatusCode != 200 {
+			t.Fatalf("upload: %d %s", resp.StatusCode, out)
+		}
+		st, body = ts.do(t, "GET", "/api/v1/dataset/byuser/admin/uploaded/traces", adminKey, nil)
+		var traces []struct{ ID string }
+		if err := json.Unmarshal(body, &traces); err != nil || st != 200 || len(traces) != 1 {
+			t.Fatalf("uploaded traces: %d %s", st, body)
+		}
+		st, body = ts.do(t, "GET", "/api/v1/trace/"+traces[0].ID, adminKey, nil)
+		if st != 200 || !strings.Contains(string(body), `"content":"`+lone+`"`) {
+			t.Errorf("uploaded trace: %d %s", st, body)
+		}
 	})
 }
