@@ -1,11 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"mime/multipart"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -43,24 +40,10 @@ func TestInvalidUTF8Rejected(t *testing.T) {
 			})
 		}
 		t.Run("upload", func(t *testing.T) {
-			var b bytes.Buffer
-			mw := multipart.NewWriter(&b)
-			fw, _ := mw.CreateFormFile("file", "bad.jsonl")
-			fw.Write([]byte(`[{"role": "user", "content": "fine"}]` + "\n" + `[{"role": "user", "content": "x` + "\xff" + `"}]` + "\n"))
-			mw.WriteField("name", "upl")
-			mw.Close()
-			req, _ := http.NewRequest("POST", ts.URL+"/api/v1/dataset/upload", &b)
-			req.Header.Set("Content-Type", mw.FormDataContentType())
-			req.Header.Set("Authorization", "Bearer "+adminKey)
-			resp, err := ts.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var out bytes.Buffer
-			out.ReadFrom(resp.Body)
-			if resp.StatusCode != 400 || !strings.Contains(out.String(), "UTF-8") || !strings.Contains(out.String(), "line 2") {
-				t.Errorf("upload: %d %s, want a 400 naming invalid UTF-8 on line 2", resp.StatusCode, out.String())
+			up := multipartUpload("upl", `[{"role": "user", "content": "fine"}]`+"\n"+`[{"role": "user", "content": "x`+"\xff"+`"}]`+"\n")
+			resp, out := ts.sendKeyed(t, up, "", adminKey)
+			if resp.StatusCode != 400 || !strings.Contains(string(out), "UTF-8") || !strings.Contains(string(out), "line 2") {
+				t.Errorf("upload: %d %s, want a 400 naming invalid UTF-8 on line 2", resp.StatusCode, out)
 			}
 		})
 		st, body := ts.do(t, "GET", "/api/v1/trace/"+id+"?annotated=1", adminKey, nil)
