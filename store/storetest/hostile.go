@@ -154,8 +154,14 @@ func testSDKSessionsPerOwner(t *testing.T, s store.Store) {
 		Traces: []store.NewTrace{{Messages: events("m", 1), Session: &store.Session{ID: "row-b", SDKID: "shared", Agent: "x"}}},
 		Seal:   chainSeal})
 	must(t, err)
-	// The same SDK id twice for one owner conflicts.
+	// The same SDK id twice for one owner conflicts, and nothing is stored.
 	wantErr(t, s.CreateSession(ctx, &store.Session{ID: "row-c", SDKID: "shared", OwnerID: u.ID}), store.ErrConflict)
+	_, err = s.PushTraces(ctx, store.PushRequest{OwnerID: v.ID, DatasetName: "sessions",
+		Traces: []store.NewTrace{{Messages: events("n", 1), Session: &store.Session{ID: "row-d", SDKID: "shared", Agent: "x"}}},
+		Seal:   chainSeal})
+	wantErr(t, err, store.ErrConflict)
+	_, err = s.GetSession(ctx, "row-d")
+	wantErr(t, err, store.ErrNotFound)
 	for _, tc := range []struct {
 		owner, row string
 	}{{u.ID, "row-a"}, {v.ID, "row-b"}} {
