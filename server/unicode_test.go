@@ -109,3 +109,30 @@ func TestLoneSurrogatesKept(t *testing.T) {
 		}
 	})
 }
+
+// TestNULNameSameOnBothBackends: a NUL in a name or id the store keeps in
+// a column is the same 400 on every backend (SQLite stored it; PostgreSQL
+// refused it), and nothing is stored.
+func TestNULNameSameOnBothBackends(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		for _, rq := range []struct{ method, path, body string }{
+			{"POST", "/api/v1/push/trace", `{"dataset": "nul", "messages": [[{"role": "user", "content": "x"}]], "metadata": [{"name": "a\u0000b"}]}`},
+			{"POST", "/api/v1/users", `{"username": "carol", "email": "c\u0000@example.com"}`},
+			{"POST", "/api/v1/keys/create", `{"name": "k\u0000"}`},
+			{"POST", "/v1/sessions", `{"id": "s\u0000", "name": "n"}`},
+			{"POST", "/v1/sessions", `{"id": "nul-name", "name": "n\u0000"}`},
+		} {
+			st, body := ts.do(t, rq.method, rq.path, adminKey, rq.body)
+			if st != 400 || !strings.Contains(string(body), "NUL") {
+				t.Errorf("%s %s %s: %d %s, want a 400 naming the NUL", rq.method, rq.path, rq.body, st, body)
+			}
+		}
+		st, body := ts.do(t, "GET", "/api/v1/users", adminKey, nil)
+		if st != 200 || strings.Contains(string(body), "carol") {
+			t.Errorf("a refused user was stored: %s", body)
+		}
+		if st, body := ts.do(t, "GET", "/v1/sessions/nul-name", adminKey, nil); st != 404 {
+			t.Errorf("a refused session was stored: %d %s", st, body)
+		}
+	})
+}
