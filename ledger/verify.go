@@ -27,12 +27,18 @@ const (
 	ReasonCloseHashMismatch Reason = "close_hash_mismatch" // rank 9
 	ReasonCloseSignature    Reason = "close_signature"     // rank 10 (sessions, §6.4)
 	ReasonClientReported    Reason = "client_reported"     // a tamper reason only (§10), never in a result
+	// ReasonMissingSession: run verification (§7.5) found no session row
+	// for the run (it was deleted from the database), so nothing vouches
+	// for its events. A Vigil extension; it ranks first, at index 0.
+	ReasonMissingSession Reason = "missing_session"
 )
 
 // Rank returns the reason's rank: errors at one index sort by it. Unknown
 // reasons rank last.
 func (r Reason) Rank() int {
 	switch r {
+	case ReasonMissingSession:
+		return 0
 	case ReasonHashMismatch:
 		return 1
 	case ReasonLinkage:

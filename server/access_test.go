@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -75,9 +76,20 @@ func TestVisibility(t *testing.T) {
 		if st != 200 || !strings.Contains(string(body), `"signedUp":false`) {
 			t.Errorf("anonymous user info: %d %s", st, body)
 		}
-		// Ledger reads are the owner's only.
-		if st, _ := ts.do(t, "GET", "/api/v1/runs/"+pub.ID[0]+"/verify", bk.Key, nil); st != 404 {
-			t.Errorf("bob verifies admin's run: %d", st)
+		// issue_17_public_run_reads: the run and ledger reads of a public
+		// dataset's trace are open to its readers (they were 404); those of
+		// a private one and every ledger write are not.
+		for _, path := range []string{"/api/v1/runs/%s", "/api/v1/runs/%s/nodes", "/api/v1/runs/%s/verify",
+			"/api/v1/ledger/sessions/%s", "/api/v1/ledger/sessions/%s/receipts", "/api/v1/ledger/sessions/%s/verify"} {
+			if st, b := ts.do(t, "GET", fmt.Sprintf(path, pub.ID[0]), bk.Key, nil); st != 200 {
+				t.Errorf("bob reads %s of a public run: %d %s", path, st, b)
+			}
+			if st, b := ts.do(t, "GET", fmt.Sprintf(path, priv.ID[0]), bk.Key, nil); st != 404 {
+				t.Errorf("bob reads %s of a private run: %d %s", path, st, b)
+			}
+		}
+		if st, b := ts.do(t, "POST", "/api/v1/runs/"+pub.ID[0]+"/finish", bk.Key, `{"status":"completed"}`); st != 404 {
+			t.Errorf("bob finishes admin's public run: %d %s", st, b)
 		}
 	}
 }

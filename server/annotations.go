@@ -29,13 +29,7 @@ func newAnnotation(raw json.RawMessage, p *principal) (*store.Annotation, error)
 	if err := json.Unmarshal(raw, &c); err != nil || c.Address == nil || len(c.Content) == 0 {
 		return nil, badRequest("Failed to parse annotation: %s", compactJSON(raw))
 	}
-	a := &store.Annotation{UserID: p.User.ID, Resolved: true}
-	var s string
-	if json.Unmarshal(c.Content, &s) == nil {
-		a.Content = s
-	} else {
-		a.Content = compactJSON(c.Content)
-	}
+	a := &store.Annotation{UserID: p.User.ID, Resolved: true, Content: contentText(c.Content)}
 	if !isBlank(c.ExtraMetadata) {
 		var o map[string]json.RawMessage
 		if json.Unmarshal(c.ExtraMetadata, &o) != nil || o == nil {
@@ -51,6 +45,26 @@ func newAnnotation(raw json.RawMessage, p *principal) (*store.Annotation, error)
 	}
 	return a, nil
 }
+
+// contentText is the stored text of an annotation's content: a JSON
+// string's value, kept exactly (a lone surrogate stays one, ledger.md §2.1;
+// encoding/json made it U+FFFD), or any other JSON value's compact text.
+func contentText(raw json.RawMessage) string {
+	if v, err := trace.ParseValue(raw); err == nil {
+		if str, ok := v.(string); ok {
+			return str
+		}
+	}
+	return compactJSON(raw)
+}
+
+// exactString is a string that encodes to JSON exactly as it was decoded:
+// a lone surrogate (held as WTF-8) is written as its \uXXXX escape, where
+// encoding/json writes U+FFFD.
+type exactString string
+
+// MarshalJSON implements json.Marshaler.
+func (s exactString) MarshalJSON() ([]byte, error) { return trace.Marshal(string(s)), nil }
 
 // setAddress parses addr into the stored (message id | index, rest) form.
 func setAddress(a *store.Annotation, addr string) error {
@@ -113,7 +127,7 @@ func compactJSON(b []byte) string {
 type annotationJSON struct {
 	ID            string          `json:"id"`
 	TraceID       string          `json:"trace_id"`
-	Content       string          `json:"content"`
+	Content       exactString     `json:"content"`
 	Address       string          `json:"address"`
 	ExtraMetadata json.RawMessage `json:"extra_metadata"`
 	TimeCreated   string          `json:"time_created"`
@@ -177,7 +191,7 @@ func (rd *renderer) user(id string) *store.User {
 
 func (rd *renderer) annotation(a *store.Annotation) annotationJSON {
 	out := annotationJSON{
-		ID: a.ID, TraceID: a.TraceID, Content: a.Content, ExtraMetadata: a.ExtraMetadata,
+		ID: a.ID, TraceID: a.TraceID, Content: exactString(a.Content), ExtraMetadata: a.ExtraMetadata,
 		TimeCreated: formatTime(a.TimeCreated), User: newUserRef(rd.user(a.UserID)), Resolved: a.Resolved,
 	}
 	if len(out.ExtraMetadata) == 0 {
@@ -354,10 +368,7 @@ func (s *Server) handleAnnotationUpdate(w http.ResponseWriter, r *http.Request, 
 	}
 	var up store.AnnotationUpdate
 	if !isBlank(in.Content) {
-		var c string
-		if json.Unmarshal(in.Content, &c) != nil {
-			c = compactJSON(in.Content)
-		}
+		c := contentText(in.Content)
 		up.Content = &c
 	}
 	up.MetadataMerge = in.ExtraMetadata

@@ -21,16 +21,48 @@ func (s *Server) handlePublicKey(w http.ResponseWriter, r *http.Request, _ *prin
 	return nil
 }
 
-// sessionForRead loads a session the caller may read (owner or admin).
+// sessionForRead loads a session the caller may read: its owner or an
+// admin, or a caller who may read its run's trace (a reader of a public
+// dataset, explorer-api §1.4); 404 otherwise. id is first looked up as an
+// SDK session id in the caller's namespace, then as a session id.
 func (s *Server) sessionForRead(r *http.Request, p *principal, id string) (*store.Session, error) {
-	sess, err := s.st.GetSession(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.canWrite(p, sess.OwnerID)) {
+	sess, err := s.st.GetSDKSession(r.Context(), p.User.ID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		sess, err = s.st.GetSession(r.Context(), id)
+	}
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("Session not found")
 	}
 	if err != nil {
 		return nil, err
 	}
-	return sess, nil
+	if s.canWrite(p, sess.OwnerID) {
+		return sess, nil
+	}
+	if sess.RunID != "" {
+		t, err := s.st.GetTrace(r.Context(), sess.RunID, false)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if err == nil && runSessionID(t) == sess.ID {
+			ok, err := s.canReadTrace(r, p, t)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				return sess, nil
+			}
+		}
+	}
+	return nil, notFound("Session not found")
+}
+
+// runSessionID is the ledger session of run t (its own id unless set).
+func runSessionID(t *store.Trace) string {
+	if t.SessionID != "" {
+		return t.SessionID
+	}
+	return t.ID
 }
 
 func millis(t time.Time) int64 { return t.UnixMilli() }
@@ -57,7 +89,7 @@ func sessionJSON(sess *store.Session) map[string]any {
 		reason = json.RawMessage(sess.TamperReason)
 	}
 	return map[string]any{
-		"id": sess.ID, "runId": optString(sess.RunID), "name": sess.Name, "agent": sess.Agent,
+		"id": sess.LedgerID(), "runId": optString(sess.RunID), "name": sess.Name, "agent": sess.Agent,
 		"signer": sess.Signer, "signerPublicKey": optString(sess.SignerPublicKey), "status": sess.Status(),
 		"createdAt": millis(sess.CreatedAt), "closedAt": optMillis(sess.ClosedAt), "tamperedAt": optMillis(sess.TamperedAt),
 		"tamperReason": reason, "receiptCount": sess.ReceiptCount, "rootHash": optString(sess.RootHash),
@@ -108,7 +140,7 @@ func (s *Server) handleSessionReceipts(w http.ResponseWriter, r *http.Request, p
 // verification (spec/ledger.md §6.4). A server session stored without a
 // signer key was signed with the active key.
 func (s *Server) ledgerSession(sess *store.Session) *ledger.Session {
-	ls := &ledger.Session{ID: sess.ID, Agent: sess.Agent, Signer: sess.Signer, ReceiptCount: int(sess.ReceiptCount)}
+	ls := &ledger.Session{ID: sess.LedgerID(), Agent: sess.Agent, Signer: sess.Signer, ReceiptCount: int(sess.ReceiptCount)}
 	if sess.SignerPublicKey != "" {
 		ls.SignerPublicKey = &sess.SignerPublicKey
 	} else if sess.Signer != ledger.SignerAgent {
@@ -193,11 +225,10 @@ func (s *Server) handleSessionVerify(w http.ResponseWriter, r *http.Request, p *
 	if err != nil {
 		return err
 	}
-	res, err := s.verifySession(r, sess)
+	res, err := s.verifySessionOrRun(r, sess)
 	if err != nil {
 		return err
 	}
-	s.markTampered(r, sess, res.Result)
 	writeJSON(w, http.StatusOK, verifyJSON(res, sess))
 	return nil
 }
@@ -262,13 +293,27 @@ func (s *Server) handleStatelessVerify(w http.ResponseWriter, r *http.Request, p
 	return nil
 }
 
-// traceForRun loads the trace of run {id} the caller owns (or admin).
-func (s *Server) traceForRun(r *http.Request, p *principal, withMessages bool) (*store.Trace, error) {
+// traceForRun loads the trace of run {id}: for write, one the caller owns
+// (or an admin); for reading, also one the caller may read (a reader of a
+// public dataset, explorer-api §1.4). 404 otherwise.
+func (s *Server) traceForRun(r *http.Request, p *principal, withMessages, write bool) (*store.Trace, error) {
 	t, err := s.st.GetTrace(r.Context(), r.PathValue("id"), withMessages)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.canWrite(p, t.OwnerID)) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("Run not found")
 	}
-	return t, err
+	if err != nil {
+		return nil, err
+	}
+	ok := s.canWrite(p, t.OwnerID)
+	if !ok && !write {
+		if ok, err = s.canReadTrace(r, p, t); err != nil {
+			return nil, err
+		}
+	}
+	if !ok {
+		return nil, notFound("Run not found")
+	}
+	return t, nil
 }
 
 // runJSON is the §7.1 run object.
@@ -303,7 +348,7 @@ func (s *Server) runJSON(r *http.Request, t *store.Trace) ledger.Run {
 }
 
 func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request, p *principal) error {
-	t, err := s.traceForRun(r, p, false)
+	t, err := s.traceForRun(r, p, false, false)
 	if err != nil {
 		return err
 	}
@@ -327,7 +372,7 @@ func (s *Server) handleRunFinish(w http.ResponseWriter, r *http.Request, p *prin
 	default:
 		return badRequest("status must be completed or failed, got %q", in.Status)
 	}
-	t, err := s.traceForRun(r, p, false)
+	t, err := s.traceForRun(r, p, false, true)
 	if err != nil {
 		return err
 	}
@@ -342,7 +387,7 @@ func (s *Server) handleRunFinish(w http.ResponseWriter, r *http.Request, p *prin
 // handleRunNodes serves GET /api/v1/runs/{id}/nodes: the §7.2 nodes in
 // event order with children after their parent.
 func (s *Server) handleRunNodes(w http.ResponseWriter, r *http.Request, p *principal) error {
-	t, err := s.traceForRun(r, p, true)
+	t, err := s.traceForRun(r, p, true, false)
 	if err != nil {
 		return err
 	}
@@ -362,17 +407,40 @@ func (s *Server) handleRunNodes(w http.ResponseWriter, r *http.Request, p *princ
 // handleRunVerify serves GET /api/v1/runs/{id}/verify: session
 // verification plus the binding checks of §7.5.
 func (s *Server) handleRunVerify(w http.ResponseWriter, r *http.Request, p *principal) error {
-	t, err := s.traceForRun(r, p, true)
+	t, err := s.traceForRun(r, p, true, false)
 	if err != nil {
 		return err
 	}
-	sess, err := s.st.GetSession(r.Context(), t.SessionID)
+	sess, err := s.st.GetSession(r.Context(), runSessionID(t))
+	if errors.Is(err, store.ErrNotFound) {
+		// The session row is gone: the run is not vouched for.
+		n := 0
+		if recs, err := s.st.ListReceipts(r.Context(), runSessionID(t), 0, 0); err == nil {
+			n = len(recs)
+		}
+		writeJSON(w, http.StatusOK, ledger.SessionResult{
+			Result:    ledger.NewResult([]ledger.VerifyError{{Index: 0, Reason: ledger.ReasonMissingSession}}),
+			SessionID: runSessionID(t), Status: "tampered", ReceiptCount: n, Signer: ledger.SignerServer,
+		})
+		return nil
+	}
 	if err != nil {
 		return err
 	}
+	res, err := s.verifyRun(r, t, sess)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, verifyJSON(res, sess))
+	return nil
+}
+
+// verifyRun runs §7.5 on run t (loaded with its messages) and its session,
+// and marks the session tampered when it fails.
+func (s *Server) verifyRun(r *http.Request, t *store.Trace, sess *store.Session) (ledger.SessionResult, error) {
 	parsed, err := s.storedReceipts(r, sess.ID)
 	if err != nil {
-		return err
+		return ledger.SessionResult{}, err
 	}
 	ev := ledger.RunEvidence{RunID: t.ID, Session: s.ledgerSession(sess), Receipts: parsed,
 		Events: make([][]byte, len(t.Messages)), NodeIDs: make([][]string, len(t.Messages)), ReceiptEvents: isSDKSession(sess)}
@@ -381,9 +449,31 @@ func (s *Server) handleRunVerify(w http.ResponseWriter, r *http.Request, p *prin
 	}
 	res, err := ledger.VerifyRun(ev, s.sessionKeys(sess), s.now().UnixMilli())
 	if err != nil {
-		return err
+		return ledger.SessionResult{}, err
 	}
 	s.markTampered(r, sess, res.Result)
-	writeJSON(w, http.StatusOK, verifyJSON(res, sess))
-	return nil
+	return res, nil
+}
+
+// verifySessionOrRun is the one verification of a session (ledger.md §6.4,
+// §7.5): run verification while its run exists (so every endpoint gives the
+// answer GET /api/v1/runs/{id}/verify gives), else session verification
+// (the run was deleted; its receipts are kept). It marks the session
+// tampered when it fails.
+func (s *Server) verifySessionOrRun(r *http.Request, sess *store.Session) (ledger.SessionResult, error) {
+	if sess.RunID != "" {
+		t, err := s.st.GetTrace(r.Context(), sess.RunID, true)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return ledger.SessionResult{}, err
+		}
+		if err == nil && runSessionID(t) == sess.ID {
+			return s.verifyRun(r, t, sess)
+		}
+	}
+	res, err := s.verifySession(r, sess)
+	if err != nil {
+		return res, err
+	}
+	s.markTampered(r, sess, res.Result)
+	return res, nil
 }

@@ -40,8 +40,12 @@ func (p *principal) scope() string {
 	return p.Key.Scope
 }
 
+// isAdmin is the one admin check (explorer-api §1.3): an admin-scope key
+// whose user is an admin now. authenticate reloads the user of an
+// admin-scope key on every request, so a demotion takes effect at once on
+// every process, not when the principal cache expires.
 func (p *principal) isAdmin() bool {
-	return p != nil && p.Key != nil && p.Key.Scope == store.ScopeAdmin && p.User.Role == store.RoleAdmin
+	return p != nil && p.Key != nil && p.User != nil && p.Key.Scope == store.ScopeAdmin && p.User.Role == store.RoleAdmin
 }
 
 // allows reports whether p's scope grants a.
@@ -66,7 +70,7 @@ func (p *principal) allows(a access) bool {
 	case accessFull:
 		return sc == store.ScopeFull || sc == store.ScopeAdmin
 	case accessAdmin:
-		return sc == store.ScopeAdmin
+		return p.isAdmin()
 	}
 	return false
 }
@@ -103,7 +107,10 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	if v, ok := s.authCache.Load(hash); ok {
 		c := v.(*cachedPrincipal)
 		if now.Before(c.expires) && (c.p.Key.ExpiresAt == nil || now.Before(*c.p.Key.ExpiresAt)) {
-			return c.p, nil
+			if c.p.Key.Scope != store.ScopeAdmin {
+				return c.p, nil
+			}
+			return s.refreshAdmin(r.Context(), hash, c.p)
 		}
 		s.authCache.Delete(hash)
 	}
@@ -138,6 +145,27 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	}
 	s.authCache.Store(hash, c)
 	return p, nil
+}
+
+// refreshAdmin reloads the user of a cached admin-scope principal, so that
+// admin powers follow the user's current role and disabled flag (a PATCH on
+// another process, or straight in the database, is seen by the next request).
+// It returns a new principal; the cached one is never mutated, as other
+// requests may hold it.
+func (s *Server) refreshAdmin(ctx context.Context, hash string, p *principal) (*principal, error) {
+	u, err := s.st.GetUser(ctx, p.User.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		s.authCache.Delete(hash)
+		return nil, errInvalidKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up key owner %s: %w", p.User.ID, err)
+	}
+	if u.Disabled {
+		s.authCache.Delete(hash)
+		return nil, errInvalidKey
+	}
+	return &principal{User: u, Key: p.Key}, nil
 }
 
 // forgetKey evicts a key from the principal cache (on revocation).

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/trace"
 )
 
 // Error codes of the one JSON error shape (explorer-api §1.5). The ledger's
@@ -54,6 +57,26 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// checkUTF8 refuses a JSON body holding invalid UTF-8 with a 400 naming
+// the JSON path of the string, its line and byte offset. encoding/json
+// would replace it with U+FFFD, so what Vigil stored (and signed) would
+// differ from what was sent. A valid body costs one utf8.Valid pass.
+func checkUTF8(b []byte) error {
+	if utf8.Valid(b) {
+		return nil
+	}
+	_, err := trace.ParseValue(b)
+	var se *trace.SyntaxError
+	if errors.As(err, &se) && se.Path != "" {
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON,
+			Detail: fmt.Sprintf("invalid UTF-8 at line %d, column %d (byte %d) in the string at %s", se.Line, se.Col, se.Offset, se.Path),
+			Extra:  map[string]any{"line": se.Line, "position": se.Offset, "path": se.Path}}
+	}
+	// Invalid UTF-8 outside a string, or the JSON is malformed before it:
+	// the JSON decoder's error names that.
+	return nil
+}
 
 // apiErr builds an *Error with a formatted detail.
 func apiErr(status int, code, format string, args ...any) *Error {

@@ -356,7 +356,7 @@ func (s *Server) closeFunc() store.CloseFunc {
 		if h == "" {
 			h = "0"
 		}
-		stmt, err := ledger.CloseStatement(sess.ID, h, now.UnixMilli(), int(sess.Tail.Count))
+		stmt, err := ledger.CloseStatement(sess.LedgerID(), h, now.UnixMilli(), int(sess.Tail.Count))
 		if err != nil {
 			return store.CloseStatement{}, fmt.Errorf("close session %s: %w", sess.ID, err)
 		}

@@ -45,6 +45,9 @@ func (s *Server) handleKeyCreate(w http.ResponseWriter, r *http.Request, p *prin
 	if err := s.decodeJSON(w, r, &in, true); err != nil {
 		return err
 	}
+	if err := checkLength("name", in.Name, maxKeyName); err != nil {
+		return err
+	}
 	switch in.Scope {
 	case "":
 		in.Scope = store.ScopeFull
@@ -83,6 +86,9 @@ func (s *Server) handleKeyCreate(w http.ResponseWriter, r *http.Request, p *prin
 		if !ok {
 			return badRequest("expires_at must be an RFC 3339 time, got %q", *in.ExpiresAt)
 		}
+		if !t.After(s.now()) {
+			return badRequest("expires_at %s is not in the future (a key that never works)", *in.ExpiresAt)
+		}
 		k.ExpiresAt = &t
 	}
 	if err := s.st.CreateAPIKey(r.Context(), k); err != nil {
@@ -91,6 +97,22 @@ func (s *Server) handleKeyCreate(w http.ResponseWriter, r *http.Request, p *prin
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": k.ID, "key": plain, "name": k.Name, "scope": k.Scope, "prefix": k.Prefix, "expires_at": optTime(k.ExpiresAt),
 	})
+	return nil
+}
+
+// Length limits of caller-chosen names and ids (explorer-api §12.1,
+// ledger.md §10), in bytes: generous for real use, small enough that a
+// stored row and every listing stay small.
+const (
+	maxKeyName      = 256
+	maxSDKSessionID = 256
+)
+
+// checkLength is a 400 naming field when v is longer than limit bytes.
+func checkLength(field, v string, limit int) error {
+	if len(v) > limit {
+		return badRequest("%s is %d bytes long; the limit is %d", field, len(v), limit)
+	}
 	return nil
 }
 

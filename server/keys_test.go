@@ -68,13 +68,27 @@ func TestKeysAndScopes(t *testing.T) {
 	if _, err := ic.Identity(ctx); err == nil || !strings.Contains(err.Error(), "Invalid API key") {
 		t.Errorf("revoked key still works: %v", err)
 	}
-	// Expired keys fail.
+	// A key cannot be created expired (it would never work: 400).
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
-	exp, err := ts.c.CreateKey(ctx, client.KeyCreate{ExpiresAt: past})
+	if st, body := ts.do(t, "POST", "/api/v1/keys/create", adminKey, map[string]string{"expires_at": past}); st != 400 || !strings.Contains(string(body), "expires_at") {
+		t.Errorf("key created expired: %d %s", st, body)
+	}
+	// Expired keys fail (one that expired since it was created).
+	plain, err := generateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.New(ts.URL, exp.Key, client.WithRetries(0)).Identity(ctx); err == nil {
+	admin, err := ts.st.GetUserByName(ctx, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := newKeyRow(plain, "old", store.ScopeFull, admin.ID)
+	expired := time.Now().Add(-time.Minute)
+	row.ExpiresAt = &expired
+	if err := ts.st.CreateAPIKey(ctx, row); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.New(ts.URL, plain, client.WithRetries(0)).Identity(ctx); err == nil {
 		t.Error("expired key works")
 	}
 	// A disabled user's keys fail.

@@ -213,6 +213,9 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, allow
 // unmarshalBody decodes b into v, turning decode errors into 400s that
 // name the offset or the field.
 func unmarshalBody(b []byte, v any) error {
+	if err := checkUTF8(b); err != nil {
+		return err
+	}
 	if err := json.Unmarshal(b, v); err != nil {
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError

@@ -112,6 +112,9 @@ func parsePush(body []byte) (*pushRequest, error) {
 	// One validating pass and one split, where encoding/json makes two
 	// passes and copies each member; anything unusual takes its path, so
 	// errors read the same.
+	if err := checkUTF8(body); err != nil { // metadata and annotations too
+		return nil, err
+	}
 	top, ok := map[string]json.RawMessage(nil), false
 	if json.Valid(body) {
 		top, ok = splitObject(body)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/store"
@@ -40,18 +39,20 @@ func sdkSessionJSON(sess *store.Session) map[string]any {
 	var x sdkExtra
 	_ = json.Unmarshal(sess.Extra, &x)
 	return map[string]any{
-		"id": sess.ID, "name": sess.Name, "created_by": x.CreatedBy, "status": sess.Status(),
+		"id": sess.LedgerID(), "name": sess.Name, "created_by": x.CreatedBy, "status": sess.Status(),
 		"created_at": sess.CreatedAt.UnixMilli(), "closed_at": optMillis(sess.ClosedAt),
 		"root_hash": optString(sess.RootHash), "close_hash": optString(sess.CloseHash), "receipt_count": sess.ReceiptCount,
 	}
 }
 
 // createSDKSession creates a session and its run. The signer is the agent
-// when it has a registered key, else the server (§7.4).
+// when it has a registered key, else the server (§7.4). id is the client's
+// id, unique per owner (SDKID); the row gets a server-made id, so two
+// owners may use the same one. ErrConflict when the owner already has it.
 func (s *Server) createSDKSession(ctx context.Context, p *principal, id, name, agent string, x sdkExtra) (*store.Session, error) {
 	x.SDK = true
 	extra, _ := json.Marshal(x)
-	sess := &store.Session{ID: id, OwnerID: p.User.ID, Name: name, Agent: agent, Signer: ledger.SignerServer,
+	sess := &store.Session{ID: store.NewID(), SDKID: id, OwnerID: p.User.ID, Name: name, Agent: agent, Signer: ledger.SignerServer,
 		SignerPublicKey: ledger.PublicKeyHex(s.pub), Extra: extra}
 	if k, err := s.st.GetAgentKey(ctx, agent); err == nil {
 		sess.Signer, sess.SignerPublicKey = ledger.SignerAgent, k.PublicKey
@@ -66,13 +67,20 @@ func (s *Server) createSDKSession(ctx context.Context, p *principal, id, name, a
 	if err != nil {
 		return nil, err
 	}
-	return s.st.GetSession(ctx, id)
+	return s.st.GetSession(ctx, sess.ID)
 }
 
-// sdkSession loads a session the caller owns (404 otherwise).
+// sdkSession loads session id in the caller's namespace: the caller's SDK
+// session with that id, else a server session (a run's) with that id the
+// caller may write; 404 otherwise. Another owner's SDK session is never
+// found by its SDK id, so its existence does not leak.
 func (s *Server) sdkSession(ctx context.Context, p *principal, id string) (*store.Session, error) {
-	sess, err := s.st.GetSession(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.canWrite(p, sess.OwnerID)) {
+	sess, err := s.st.GetSDKSession(ctx, p.User.ID, id)
+	if !errors.Is(err, store.ErrNotFound) {
+		return sess, err
+	}
+	sess, err = s.st.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (sess.SDKID != "" || !s.canWrite(p, sess.OwnerID))) {
 		return nil, notFound("Session not found")
 	}
 	return sess, err
@@ -94,13 +102,13 @@ func (s *Server) handleSDKSessionCreate(w http.ResponseWriter, r *http.Request, 
 	if in.ID == "" {
 		return badRequest("id must be a non-empty string")
 	}
-	if sess, err := s.st.GetSession(r.Context(), in.ID); err == nil {
-		if !s.canWrite(p, sess.OwnerID) {
-			return apiErr(http.StatusConflict, CodeVersionConflict, "session id %s is taken", in.ID)
-		}
+	if err := checkLength("id", in.ID, maxSDKSessionID); err != nil {
+		return err
+	}
+	if sess, err := s.sdkSession(r.Context(), p, in.ID); err == nil {
 		writeJSON(w, http.StatusOK, sdkSessionJSON(sess))
 		return nil
-	} else if !errors.Is(err, store.ErrNotFound) {
+	} else if !isNotFound(err) {
 		return err
 	}
 	agent := in.AgentID
@@ -119,6 +127,12 @@ func (s *Server) handleSDKSessionCreate(w http.ResponseWriter, r *http.Request, 
 	}
 	writeJSON(w, http.StatusCreated, sdkSessionJSON(sess))
 	return nil
+}
+
+// isNotFound reports whether err is a 404 API error or store.ErrNotFound.
+func isNotFound(err error) bool {
+	var e *Error
+	return errors.Is(err, store.ErrNotFound) || (errors.As(err, &e) && e.Status == http.StatusNotFound)
 }
 
 // handleSDKSessionGet serves GET /v1/sessions/{id}.
@@ -161,6 +175,9 @@ func (s *Server) handleSDKReceipts(w http.ResponseWriter, r *http.Request, p *pr
 		if rc.SessionID == "" { // as POST /v1/sessions: a session needs an id
 			return badRequest("receipt %d: sessionId must be a non-empty string", i)
 		}
+		if err := checkLength(fmt.Sprintf("receipts[%d].sessionId", i), rc.SessionID, maxSDKSessionID); err != nil {
+			return err
+		}
 		parsed[i] = rc
 		if _, ok := groups[rc.SessionID]; !ok {
 			order = append(order, rc.SessionID)
@@ -180,18 +197,15 @@ func (s *Server) handleSDKReceipts(w http.ResponseWriter, r *http.Request, p *pr
 }
 
 func (s *Server) appendSDKReceipts(ctx context.Context, p *principal, sid string, recs []*ledger.Receipt) (int, error) {
-	sess, err := s.st.GetSession(ctx, sid)
-	if errors.Is(err, store.ErrNotFound) {
+	sess, err := s.sdkSession(ctx, p, sid)
+	if isNotFound(err) {
 		sess, err = s.createSDKSession(ctx, p, sid, "", recs[0].Agent, sdkExtra{})
-		if errors.Is(err, store.ErrConflict) {
-			sess, err = s.st.GetSession(ctx, sid)
+		if errors.Is(err, store.ErrConflict) { // created concurrently
+			sess, err = s.sdkSession(ctx, p, sid)
 		}
 	}
 	if err != nil {
 		return 0, err
-	}
-	if !s.canWrite(p, sess.OwnerID) {
-		return 0, notFound("Session not found")
 	}
 	if sess.ClosedAt != nil {
 		return 0, apiErr(http.StatusConflict, CodeSessionClosed, "session %s is closed", sid)
@@ -207,7 +221,7 @@ func (s *Server) appendSDKReceipts(ctx context.Context, p *principal, sid string
 			continue
 		}
 		seen[rc.ID] = rc.Hash
-		old, err := s.st.GetReceipt(ctx, sid, rc.ID)
+		old, err := s.st.GetReceipt(ctx, sess.ID, rc.ID)
 		if err == nil {
 			if old.Hash != rc.Hash {
 				return 0, apiErr(http.StatusConflict, CodeReceiptConflict, "receipt %s already stored with another hash", rc.ID)
@@ -224,7 +238,7 @@ func (s *Server) appendSDKReceipts(ctx context.Context, p *principal, sid string
 	}
 	// §5.2 checks with the agent's registered key; none (server signer):
 	// signatures are not checked, the server signs instead (§7.4).
-	opts := ledger.VerifyOptions{SessionID: sid}
+	opts := ledger.VerifyOptions{SessionID: sess.LedgerID()}
 	if sess.Signer == ledger.SignerAgent {
 		if k, err := ledger.ParsePublicKey(sess.SignerPublicKey); err == nil {
 			opts.PublicKey = k
@@ -250,7 +264,7 @@ func (s *Server) appendSDKReceipts(ctx context.Context, p *principal, sid string
 	// read the last stored receipt (used when it is still the tail).
 	var last *ledger.Receipt
 	if sess.ReceiptCount > 0 {
-		recs, err := s.st.ListReceipts(ctx, sid, sess.ReceiptCount-1, 1)
+		recs, err := s.st.ListReceipts(ctx, sess.ID, sess.ReceiptCount-1, 1)
 		if err != nil {
 			return 0, err
 		}
@@ -275,7 +289,7 @@ func (s *Server) appendSDKReceipts(ctx context.Context, p *principal, sid string
 				tamper = &errs[0]
 			}
 			prev = rc
-			out[i] = store.Receipt{SessionID: sid, ID: rc.ID, Hash: rc.Hash, Timestamp: rc.Millis(), Text: string(rc.Raw)}
+			out[i] = store.Receipt{SessionID: sess.ID, ID: rc.ID, Hash: rc.Hash, Timestamp: rc.Millis(), Text: string(rc.Raw)}
 		}
 		return out, nil
 	}
@@ -290,7 +304,7 @@ func (s *Server) appendSDKReceipts(ctx context.Context, p *principal, sid string
 	}
 	if tamper != nil {
 		reason, _ := json.Marshal(tamper)
-		if _, err := s.st.MarkSessionTampered(ctx, sid, s.now(), reason); err != nil {
+		if _, err := s.st.MarkSessionTampered(ctx, sess.ID, s.now(), reason); err != nil {
 			s.log.Warn("mark session tampered", "session", sid, "err", err)
 		}
 	}
@@ -329,7 +343,7 @@ func (s *Server) handleSDKSessionPatch(w http.ResponseWriter, r *http.Request, p
 			// reports close_hash_mismatch.
 			mismatch = true
 			st.Hash = in.CloseHash
-			stmt, err := ledger.CloseStatement(ss.ID, st.Hash, st.ClosedAt.UnixMilli(), int(ss.Tail.Count))
+			stmt, err := ledger.CloseStatement(ss.LedgerID(), st.Hash, st.ClosedAt.UnixMilli(), int(ss.Tail.Count))
 			if err != nil {
 				return st, err
 			}
@@ -357,7 +371,7 @@ func (s *Server) handleSDKSessionPatch(w http.ResponseWriter, r *http.Request, p
 	default:
 		return badRequest("status must be closed or tampered, got %q", in.Status)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": sess.ID, "status": sess.Status(), "close_hash": optString(sess.CloseHash)})
+	writeJSON(w, http.StatusOK, map[string]any{"id": sess.LedgerID(), "status": sess.Status(), "close_hash": optString(sess.CloseHash)})
 	return nil
 }
 
@@ -367,18 +381,13 @@ func (s *Server) handleSDKSessionVerify(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	sres, err := s.verifySession(r, sess)
+	sres, err := s.verifySessionOrRun(r, sess)
 	if err != nil {
 		return err
 	}
 	res := sres.Result
-	s.markTampered(r, sess, res)
-	errs := make([]string, len(res.Errors))
-	for i, e := range res.Errors {
-		errs[i] = "receipt " + strconv.Itoa(e.Index) + ": " + string(e.Reason)
-	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"valid": res.Valid, "receipt_count": sess.ReceiptCount, "errors": errs, "brokenAt": res.BrokenAt, "reason": res.Reason,
+		"valid": res.Valid, "receipt_count": sess.ReceiptCount, "errors": res.Messages(), "brokenAt": res.BrokenAt, "reason": res.Reason,
 	})
 	return nil
 }

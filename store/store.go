@@ -201,7 +201,10 @@ type Datasets interface {
 	// DeleteDataset deletes the dataset, its traces, their messages and
 	// annotations, and its tool registry. Ledger sessions and receipts of
 	// its traces are kept and open ones are closed with closeFn (which may
-	// be nil: then they are left open). ErrNotFound when absent.
+	// be nil: then they are left open). ErrNotFound when absent. The traces
+	// are deleted in batches of short transactions, so writes interleave
+	// with a large delete; a failure midway leaves some traces deleted, and
+	// calling it again completes the delete.
 	DeleteDataset(ctx context.Context, id string, closeFn CloseFunc) error
 	// PutDatasetMetadata merges patch into the dataset's metadata in one
 	// transaction (explorer-api §4.2) and returns the result.
@@ -307,6 +310,9 @@ type Ledger interface {
 	CreateSession(ctx context.Context, s *Session) error
 	// GetSession returns the session with its tail, or ErrNotFound.
 	GetSession(ctx context.Context, id string) (*Session, error)
+	// GetSDKSession returns the session of ownerID whose SDKID is sdkID,
+	// or ErrNotFound (also when only another owner has one).
+	GetSDKSession(ctx context.Context, ownerID, sdkID string) (*Session, error)
 	// ListSessions returns sessions matching f, newest first.
 	ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error)
 	// AppendReceipts appends receipts to a session without events: it
@@ -1090,8 +1096,23 @@ type Session struct {
 	// Extra is free JSON for the SDK-compatible endpoints (created_by,
 	// runtime, tags); nil = none.
 	Extra json.RawMessage
+	// SDKID is the id an @invariance/sdk client chose for the session
+	// ("" = none: a server session). It is unique per owner, not across
+	// owners, so ID (the row key, unique) is then a server-made id, and the
+	// receipts carry SDKID as their sessionId (LedgerID).
+	SDKID string
 	// Tail is the chain tail, maintained by the store.
 	Tail Tail
+}
+
+// LedgerID is the session id of the ledger (spec/ledger.md §6.1): the one
+// its receipts and close statement carry. It is SDKID for SDK sessions,
+// else ID.
+func (s *Session) LedgerID() string {
+	if s.SDKID != "" {
+		return s.SDKID
+	}
+	return s.ID
 }
 
 // Status derives the session status: "tampered", "closed" or "open".

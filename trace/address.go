@@ -112,9 +112,9 @@ func MessageAddress(i int) Address {
 
 // Key returns a copy of a extended by a field-name or dict-key step.
 func (a Address) Key(k string) Address {
-	idx := -1
-	if isDigits(k) {
-		idx = atoiSat(k)
+	idx, ok := atoiMax(k)
+	if !ok {
+		idx = -1
 	}
 	return a.with(Step{Key: k, Index: idx})
 }
@@ -221,7 +221,10 @@ func ParseAddress(s string) (Address, error) {
 		if s[i] != ':' {
 			continue
 		}
-		if sel, ok := parseSelector(s[i+1:]); ok {
+		if sel, ok, big := parseSelector(s[i+1:]); ok {
+			if big != "" {
+				return fail(i+1, "selector number %s is too large (the largest is %d)", big, MaxAddressNumber)
+			}
 			a.Selector = sel
 			path = s[:i]
 			break
@@ -253,8 +256,10 @@ func ParseAddress(s string) (Address, error) {
 				a.Steps = append(a.Steps, Step{ID: id, Index: -1})
 			} else {
 				st := Step{Key: seg, Index: -1}
-				if isDigits(seg) {
-					st.Index = atoiSat(seg)
+				if n, ok := atoiMax(seg); ok {
+					st.Index = n // too large: a key only, as no list is that long
+				} else if len(a.Steps) == 0 && isDigits(seg) {
+					return fail(i+1, "message index %s is too large (the largest is %d)", seg, MaxAddressNumber)
 				}
 				a.Steps = append(a.Steps, st)
 			}
@@ -268,7 +273,11 @@ func ParseAddress(s string) (Address, error) {
 			if !isDigits(seg) {
 				return fail(i+1, "want a list index inside [], got %q", seg)
 			}
-			a.Steps = append(a.Steps, Step{Key: trimZeros(seg), Index: atoiSat(seg)})
+			n, ok := atoiMax(seg)
+			if !ok {
+				return fail(i+1, "list index %s is too large (the largest is %d)", seg, MaxAddressNumber)
+			}
+			a.Steps = append(a.Steps, Step{Key: trimZeros(seg), Index: n})
 			i += j + 1
 		default:
 			if path[i] == ':' {
@@ -286,36 +295,50 @@ func ParseAddress(s string) (Address, error) {
 	return a, nil
 }
 
-func parseSelector(s string) (Selector, bool) {
+// parseSelector parses a selector. ok says s has a selector's shape; big
+// is then a number in it beyond MaxAddressNumber ("" when none is).
+func parseSelector(s string) (sel Selector, ok bool, big string) {
 	switch {
 	case strings.HasPrefix(s, "L"):
 		if isDigits(s[1:]) {
-			return Selector{Kind: SelectLine, Line: atoiSat(s[1:])}, true
+			n, fits := atoiMax(s[1:])
+			if !fits {
+				return Selector{}, true, s[1:]
+			}
+			return Selector{Kind: SelectLine, Line: n}, true, ""
 		}
 	case strings.HasPrefix(s, "bbox-"):
 		parts := strings.Split(s[5:], ",")
 		if len(parts) != 4 {
-			return Selector{}, false
+			return Selector{}, false, ""
 		}
 		sel := Selector{Kind: SelectBBox, bboxText: s[5:]}
 		for i, p := range parts {
 			if !isDecimal(p) {
-				return Selector{}, false
+				return Selector{}, false, ""
 			}
 			f, err := strconv.ParseFloat(p, 64)
 			if err != nil || f > 1 {
-				return Selector{}, false
+				return Selector{}, false, ""
 			}
 			sel.BBox[i] = f
 		}
-		return sel, true
+		return sel, true, ""
 	default:
-		a, b, ok := strings.Cut(s, "-")
-		if ok && isDigits(a) && isDigits(b) {
-			return Selector{Kind: SelectRange, Start: atoiSat(a), End: atoiSat(b)}, true
+		a, b, cut := strings.Cut(s, "-")
+		if cut && isDigits(a) && isDigits(b) {
+			start, ok1 := atoiMax(a)
+			end, ok2 := atoiMax(b)
+			switch {
+			case !ok1:
+				return Selector{}, true, a
+			case !ok2:
+				return Selector{}, true, b
+			}
+			return Selector{Kind: SelectRange, Start: start, End: end}, true, ""
 		}
 	}
-	return Selector{}, false
+	return Selector{}, false, ""
 }
 
 func isDigits(s string) bool {
@@ -343,17 +366,28 @@ func trimZeros(s string) string {
 	return t
 }
 
-// atoiSat parses a digit string, saturating at a large int instead of
-// overflowing (such an index never resolves).
-func atoiSat(s string) int {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if n > (1<<31)/10 {
-			return 1 << 31
-		}
-		n = n*10 + int(s[i]-'0')
+// MaxAddressNumber is the largest index, line or range end an address may
+// hold; ParseAddress rejects a larger one (it was clamped, so an annotation
+// silently pointed elsewhere than it said).
+const MaxAddressNumber = 1<<31 - 1
+
+// atoiMax parses a string of ASCII digits; ok is false when it is empty,
+// holds another byte or exceeds MaxAddressNumber.
+func atoiMax(s string) (n int, ok bool) {
+	if s == "" {
+		return 0, false
 	}
-	return n
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+		if n > MaxAddressNumber {
+			return 0, false
+		}
+	}
+	return n, true
 }
 
 func isMessageID(s string) bool {

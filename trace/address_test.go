@@ -24,6 +24,9 @@ func TestParseAddress(t *testing.T) {
 		{"messages.1.x:bbox-0,0,2,1", "messages.1.x:bbox-0,0,2,1"},
 		{"messages.0.content:0-0", "messages.0.content:0-0"},
 		{"messages.4.metadata.a", "messages.4.metadata.a"},
+		{"messages.0.content:0-2147483647", "messages.0.content:0-2147483647"},
+		// issue_17_huge_digit_key: a digit key beyond any list length is a key
+		{"messages.0.metadata.99999999999999999999", "messages.0.metadata.99999999999999999999"},
 		// errors
 		{"", ""},
 		{"message.1", ""},
@@ -40,6 +43,15 @@ func TestParseAddress(t *testing.T) {
 		{"messages.1.content:9-3", ""},
 		{"messages:1-2", ""},
 		{"messagesX", ""},
+		// issue_17_range_end_clamped: numbers beyond MaxAddressNumber were
+		// clamped to 2^31, so the address pointed elsewhere than it said.
+		{"messages.0.content:0-2147483648", ""},
+		{"messages.0.content:0-99999999999999999999", ""},
+		{"messages.0.content:99999999999999999999-99999999999999999999", ""},
+		{"messages.0.content:L99999999999999999999", ""},
+		{"messages[99999999999999999999]", ""},
+		{"messages.0.tool_calls[2147483648]", ""},
+		{"messages.99999999999999999999", ""},
 	}
 	for _, tt := range tests {
 		a, err := ParseAddress(tt.in)

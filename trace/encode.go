@@ -7,7 +7,8 @@ import (
 
 // AppendValue appends the compact JSON encoding of v to buf: members in
 // order, numbers as their literal, no HTML escaping (the JSONL format of
-// explorer-api §8.1). Invalid UTF-8 in a string is written as U+FFFD.
+// explorer-api §8.1). A lone surrogate held as WTF-8 (ParseValue) is
+// written as its \uXXXX escape; other invalid UTF-8 in a string as U+FFFD.
 // A Go value of any other type is written as its fmt %v text in a string.
 func AppendValue(buf []byte, v Value) []byte {
 	switch v := v.(type) {
@@ -95,8 +96,14 @@ func appendString(buf []byte, s string) []byte {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			buf = append(buf, s[start:i]...)
-			buf = append(buf, "\uFFFD"...)
-			i++
+			if u, ok := wtf8Surrogate(s[i:]); ok {
+				// A lone surrogate the parser kept: its escape again.
+				buf = append(buf, '\\', 'u', hexDigits[u>>12], hexDigits[u>>8&0xF], hexDigits[u>>4&0xF], hexDigits[u&0xF])
+				i += 3
+			} else {
+				buf = append(buf, "\uFFFD"...)
+				i++
+			}
 			start = i
 			continue
 		}

@@ -21,10 +21,17 @@ type SyntaxError struct {
 	Offset    int // byte offset of the problem in the input
 	Line, Col int // 1-based; Col counts bytes, as editors and go/scanner do
 	Msg       string
+	// Path is the JSON path of the value holding the problem ("$",
+	// "$.messages[0].content"), set for invalid UTF-8 in a string; "" for
+	// other errors.
+	Path string
 }
 
-// Error renders "line:col: msg".
+// Error renders "line:col: msg", plus " at <path>" when Path is set.
 func (e *SyntaxError) Error() string {
+	if e.Path != "" {
+		return fmt.Sprintf("%d:%d: %s at %s", e.Line, e.Col, e.Msg, e.Path)
+	}
 	return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg)
 }
 
@@ -39,6 +46,26 @@ type scanner struct {
 	pos   int
 	depth int
 	err   *SyntaxError
+	// rpath collects, innermost first, the path of a failed value whose
+	// error wants one (pathed); arrays and objects add their step as the
+	// failure unwinds, so a valid document pays nothing for it.
+	rpath  []pathElem
+	pathed bool
+}
+
+// failUTF8 reports invalid UTF-8 at off, naming the JSON path.
+func (s *scanner) failUTF8(off int) {
+	if s.err == nil {
+		s.fail(off, "invalid UTF-8 (byte 0x%02x) in string", s.data[off])
+		s.pathed = true
+	}
+}
+
+// step records the step of a failed element for the error's path.
+func (s *scanner) step(e pathElem) {
+	if s.pathed {
+		s.rpath = append(s.rpath, e)
+	}
 }
 
 func (s *scanner) fail(off int, format string, args ...any) {
@@ -50,7 +77,11 @@ func (s *scanner) fail(off int, format string, args ...any) {
 
 // ParseValue decodes exactly one JSON value (surrounded by optional
 // whitespace, after an optional UTF-8 BOM) into a Value. Invalid UTF-8 in
-// strings is replaced by U+FFFD, as encoding/json does.
+// a string is an error naming its JSON path (it was replaced by U+FFFD, so
+// what was stored and signed differed from what was sent). A lone
+// surrogate escape ("\ud800") is kept: the Go string holds it as 3-byte
+// WTF-8 (ED A0 80 … ED BF BF), and AppendValue writes it back as the same
+// escape, as spec/ledger.md §2.1 does.
 func ParseValue(data []byte) (Value, error) {
 	s := scanner{data: data}
 	if len(data) >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF {
@@ -65,6 +96,14 @@ func ParseValue(data []byte) (Value, error) {
 		}
 	}
 	if s.err != nil {
+		if s.pathed {
+			p := make([]pathElem, 0, len(s.rpath)+1)
+			p = append(p, pathElem{key: "$"})
+			for i := len(s.rpath) - 1; i >= 0; i-- {
+				p = append(p, s.rpath[i])
+			}
+			s.err.Path = renderPath(p)
+		}
 		return nil, s.err
 	}
 	return v, nil
@@ -206,6 +245,7 @@ func (s *scanner) array() Value {
 		}
 		v := s.value()
 		if s.err != nil {
+			s.step(pathElem{index: len(out)})
 			return nil
 		}
 		out = append(out, v)
@@ -264,6 +304,7 @@ func (s *scanner) object() Value {
 		s.skipSpace()
 		v := s.value()
 		if s.err != nil {
+			s.step(pathElem{key: k.(string)})
 			return nil
 		}
 		o.Members = append(o.Members, Member{Key: k.(string), Value: v})
@@ -362,14 +403,13 @@ func (s *scanner) slowStr(start int) Value {
 				if utf16.IsSurrogate(r) {
 					if r < 0xDC00 && i+6 <= len(d) && d[i] == '\\' && d[i+1] == 'u' {
 						if r2, ok := hex4(d, i+2); ok && r2 >= 0xDC00 && r2 <= 0xDFFF {
-							r = utf16.DecodeRune(r, r2)
+							buf = utf8.AppendRune(buf, utf16.DecodeRune(r, r2))
 							i += 6
-						} else {
-							r = utf8.RuneError
+							continue
 						}
-					} else {
-						r = utf8.RuneError
 					}
+					buf = appendWTF8(buf, r) // a lone surrogate, kept
+					continue
 				}
 				buf = utf8.AppendRune(buf, r)
 			default:
@@ -385,15 +425,30 @@ func (s *scanner) slowStr(start int) Value {
 		default:
 			r, size := utf8.DecodeRune(d[i:])
 			if r == utf8.RuneError && size == 1 {
-				buf = append(buf, "\uFFFD"...)
-			} else {
-				buf = append(buf, d[i:i+size]...)
+				s.failUTF8(i)
+				return nil
 			}
+			buf = append(buf, d[i:i+size]...)
 			i += size
 		}
 	}
 	s.fail(start-1, "unterminated string")
 	return nil
+}
+
+// appendWTF8 appends surrogate code unit r as the 3 bytes UTF-8 would
+// use for it (WTF-8): ED A0 80 for U+D800 … ED BF BF for U+DFFF.
+func appendWTF8(buf []byte, r rune) []byte {
+	return append(buf, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+}
+
+// wtf8Surrogate reports whether s starts with the WTF-8 form of a
+// surrogate code unit, and returns it.
+func wtf8Surrogate(s string) (rune, bool) {
+	if len(s) < 3 || s[0] != 0xED || s[1] < 0xA0 || s[1] > 0xBF || s[2] < 0x80 || s[2] > 0xBF {
+		return 0, false
+	}
+	return 0xD000 | rune(s[1]&0x3F)<<6 | rune(s[2]&0x3F), true
 }
 
 func hex4(d []byte, i int) (rune, bool) {

@@ -91,8 +91,16 @@ func (b *backend) Ping(ctx context.Context) error { return b.pool.Ping(ctx) }
 // PrepareBulk does nothing: pgx caches the statements it sees.
 func (b *backend) PrepareBulk(context.Context, string, []string) error { return nil }
 
+// jsonbUnsafe matches JSON text that jsonb cannot hold: a \u0000 escape or
+// a lone surrogate escape. JSONStringEquals skips such a row (it matches
+// nothing) instead of failing the whole query, so one stored object could
+// not break every filtered listing. It errs on the safe side: an escaped
+// backslash before "u0000" also counts.
+const jsonbUnsafe = `\\u0000|\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]`
+
 func (b *backend) JSONStringEquals(col string, key, val int) string {
-	return fmt.Sprintf("((%s)::jsonb -> ($%d)::text) = to_jsonb(($%d)::text)", col, key, val)
+	return fmt.Sprintf("(CASE WHEN (%[1]s) ~ '%[4]s' THEN false ELSE ((%[1]s)::jsonb -> ($%[2]d)::text) = to_jsonb(($%[3]d)::text) END)",
+		col, key, val, jsonbUnsafe)
 }
 
 func (b *backend) IsUnique(err error) bool {

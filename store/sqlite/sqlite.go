@@ -31,6 +31,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -202,6 +203,31 @@ func (b *backend) Close() error {
 	return errors.Join(b.reader.Close(), b.writer.Close())
 }
 
+// checkText refuses a string argument holding a NUL character or invalid
+// UTF-8 with store.ErrInvalidText, as PostgreSQL refuses it in a text
+// parameter (SQLSTATE 22021): SQLite would keep it, and the two backends
+// must accept the same names, ids and texts.
+func checkText(args []any) error {
+	for i, a := range args {
+		var s string
+		switch v := a.(type) {
+		case string:
+			s = v
+		case *string:
+			if v == nil {
+				continue
+			}
+			s = *v
+		default:
+			continue
+		}
+		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+			return fmt.Errorf("SQL argument %d: %w", i+1, store.ErrInvalidText)
+		}
+	}
+	return nil
+}
+
 // sqlQuerier is what *sql.DB and *sql.Tx share.
 type sqlQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -212,6 +238,9 @@ type sqlQuerier interface {
 type querier struct{ q sqlQuerier }
 
 func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if err := checkText(args); err != nil {
+		return 0, err
+	}
 	res, err := q.q.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
@@ -220,6 +249,9 @@ func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, er
 }
 
 func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	if err := checkText(args); err != nil {
+		return nil, err
+	}
 	rows, err := q.q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -228,7 +260,10 @@ func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore
 }
 
 func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	return sqlRow{q.q.QueryRowContext(ctx, query, args...)}
+	if err := checkText(args); err != nil {
+		return sqlRow{err: err}
+	}
+	return sqlRow{r: q.q.QueryRowContext(ctx, query, args...)}
 }
 
 // stmtCache holds prepared statements by SQL text, up to maxCached.
@@ -290,6 +325,9 @@ type cached struct {
 }
 
 func (c cached) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if err := checkText(args); err != nil {
+		return 0, err
+	}
 	if st := c.cache.get(ctx, c.db, query); st != nil {
 		res, err := st.ExecContext(ctx, args...)
 		if err != nil {
@@ -301,6 +339,9 @@ func (c cached) Exec(ctx context.Context, query string, args ...any) (int64, err
 }
 
 func (c cached) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	if err := checkText(args); err != nil {
+		return nil, err
+	}
 	if st := c.cache.get(ctx, c.db, query); st != nil {
 		rows, err := st.QueryContext(ctx, args...)
 		if err != nil {
@@ -312,8 +353,11 @@ func (c cached) Query(ctx context.Context, query string, args ...any) (sqlstore.
 }
 
 func (c cached) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	if err := checkText(args); err != nil {
+		return sqlRow{err: err}
+	}
 	if st := c.cache.get(ctx, c.db, query); st != nil {
-		return sqlRow{st.QueryRowContext(ctx, args...)}
+		return sqlRow{r: st.QueryRowContext(ctx, args...)}
 	}
 	return querier{c.db}.QueryRow(ctx, query, args...)
 }
@@ -322,9 +366,16 @@ type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
 
-type sqlRow struct{ r *sql.Row }
+// sqlRow is a row, or the error that kept the query from running.
+type sqlRow struct {
+	r   *sql.Row
+	err error
+}
 
 func (r sqlRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
 	err := r.r.Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sqlstore.ErrNoRows
@@ -354,6 +405,9 @@ func (t *txn) prepared(ctx context.Context, query string) *sql.Stmt {
 }
 
 func (t *txn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if err := checkText(args); err != nil {
+		return 0, err
+	}
 	if st := t.prepared(ctx, query); st != nil {
 		res, err := st.ExecContext(ctx, args...)
 		if err != nil {
@@ -365,6 +419,9 @@ func (t *txn) Exec(ctx context.Context, query string, args ...any) (int64, error
 }
 
 func (t *txn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	if err := checkText(args); err != nil {
+		return nil, err
+	}
 	if st := t.prepared(ctx, query); st != nil {
 		rows, err := st.QueryContext(ctx, args...)
 		if err != nil {
@@ -376,8 +433,11 @@ func (t *txn) Query(ctx context.Context, query string, args ...any) (sqlstore.Ro
 }
 
 func (t *txn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	if err := checkText(args); err != nil {
+		return sqlRow{err: err}
+	}
 	if st := t.prepared(ctx, query); st != nil {
-		return sqlRow{st.QueryRowContext(ctx, args...)}
+		return sqlRow{r: st.QueryRowContext(ctx, args...)}
 	}
 	return querier{t.tx}.QueryRow(ctx, query, args...)
 }
@@ -413,6 +473,11 @@ func (t *txn) Rollback(ctx context.Context) error {
 // statements use ? placeholders: modernc binds $n by name, which costs
 // O(parameters) per parameter.
 func (t *txn) BulkInsert(ctx context.Context, table string, cols []string, rows [][]any) error {
+	for _, r := range rows {
+		if err := checkText(r); err != nil {
+			return err
+		}
+	}
 	i := 0
 	if len(rows) >= bulkRows {
 		stmt, err := t.stmt(ctx, table, cols, bulkRows)

@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/store/internal/sqlstore"
 	"github.com/vigilhq/vigil/store/sqlite"
 	"github.com/vigilhq/vigil/store/storetest"
 )
@@ -258,4 +259,50 @@ func BenchmarkStoreNormal(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Store {
 		return openPath(b, filepath.Join(b.TempDir(), "vigil.db"), &sqlite.Options{Synchronous: "NORMAL"})
 	})
+}
+
+// TestMigrateSDKSessionIDs: migration 7 moves the id of each existing SDK
+// session into sdk_id (unique per owner) and leaves server sessions alone,
+// so sessions recorded before the upgrade keep answering by their id.
+func TestMigrateSDKSessionIDs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	ms := sqlstore.Migrations("sqlite")
+	for i, m := range ms[:5] {
+		if _, err := db.Exec(m); err != nil {
+			t.Fatalf("migration %d: %v", i+1, err)
+		}
+		if _, err := db.Exec(`INSERT INTO schema_migrations VALUES (?, 0)`, i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, row := range []struct{ id, extra string }{{"sdk-old", `{"sdk":true,"created_by":"x"}`}, {"run-old", ""}} {
+		var extra any
+		if row.extra != "" {
+			extra = row.extra
+		}
+		if _, err := db.Exec(`INSERT INTO ledger_sessions (id, owner_id, name, agent, signer, created_at, receipt_count, extra, tail_hash, tail_timestamp)
+			VALUES (?, 'u1', '', 'a', 'server', 0, 0, ?, '0', 0)`, row.id, extra); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s := openPath(t, path, nil)
+	got, err := s.GetSDKSession(t.Context(), "u1", "sdk-old")
+	if err != nil || got.ID != "sdk-old" || got.LedgerID() != "sdk-old" {
+		t.Fatalf("migrated SDK session: %+v %v", got, err)
+	}
+	if _, err := s.GetSDKSession(t.Context(), "u1", "run-old"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("server session found as an SDK session: %v", err)
+	}
+	if got, err := s.GetSession(t.Context(), "run-old"); err != nil || got.SDKID != "" {
+		t.Errorf("server session after migration: %+v %v", got, err)
+	}
 }

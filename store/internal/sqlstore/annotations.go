@@ -10,7 +10,7 @@ import (
 	"github.com/vigilhq/vigil/store"
 )
 
-const annotationCols = `id, trace_id, owner_id, user_id, content, message_id, address, extra_metadata, source, status, resolved, time_created`
+const annotationCols = `id, trace_id, owner_id, user_id, content, message_id, address, extra_metadata, source, status, resolved, time_created, content_escaped`
 
 var annotationColList = splitCols(annotationCols)
 
@@ -20,8 +20,9 @@ func annotationRow(a *store.Annotation) []any {
 		e := string(a.ExtraMetadata)
 		extra = &e
 	}
-	return []any{a.ID, a.TraceID, a.OwnerID, a.UserID, a.Content, nullString(a.MessageID), a.Address, extra,
-		a.Source, store.AnnotationStatus(a.ExtraMetadata), a.Resolved, micros(a.TimeCreated)}
+	content, escaped := storeText(a.Content)
+	return []any{a.ID, a.TraceID, a.OwnerID, a.UserID, content, nullString(a.MessageID), a.Address, extra,
+		a.Source, store.AnnotationStatus(a.ExtraMetadata), a.Resolved, micros(a.TimeCreated), escaped}
 }
 
 func scanAnnotation(r interface{ Scan(...any) error }) (*store.Annotation, error) {
@@ -29,9 +30,15 @@ func scanAnnotation(r interface{ Scan(...any) error }) (*store.Annotation, error
 	var mid, extra *string
 	var status string
 	var tc int64
-	if err := r.Scan(&a.ID, &a.TraceID, &a.OwnerID, &a.UserID, &a.Content, &mid, &a.Address, &extra, &a.Source, &status, &a.Resolved, &tc); err != nil {
+	var escaped bool
+	if err := r.Scan(&a.ID, &a.TraceID, &a.OwnerID, &a.UserID, &a.Content, &mid, &a.Address, &extra, &a.Source, &status, &a.Resolved, &tc, &escaped); err != nil {
 		return nil, err
 	}
+	content, err := loadText(a.Content, escaped)
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s content: %w", a.ID, err)
+	}
+	a.Content = content
 	a.MessageID = str(mid)
 	if extra != nil {
 		a.ExtraMetadata = json.RawMessage(*extra)
@@ -61,7 +68,7 @@ func (s *Store) CreateAnnotation(ctx context.Context, a *store.Annotation) error
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO annotations (`+annotationCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		if _, err := tx.Exec(ctx, `INSERT INTO annotations (`+annotationCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 			annotationRow(a)...); err != nil {
 			return s.conflict(err, "annotate trace "+a.TraceID)
 		}
@@ -161,8 +168,8 @@ func (s *Store) UpdateAnnotation(ctx context.Context, id string, up store.Annota
 			a.Source = store.AnnotationSource(a.ExtraMetadata)
 		}
 		row := annotationRow(a)
-		if _, err := tx.Exec(ctx, `UPDATE annotations SET content = $2, extra_metadata = $3, source = $4, status = $5 WHERE id = $1`,
-			id, a.Content, row[7], a.Source, row[9]); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE annotations SET content = $2, extra_metadata = $3, source = $4, status = $5, content_escaped = $6 WHERE id = $1`,
+			id, row[4], row[7], a.Source, row[9], row[12]); err != nil {
 			return fmt.Errorf("update annotation %s: %w", id, err)
 		}
 		return nil

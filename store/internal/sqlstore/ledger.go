@@ -11,7 +11,7 @@ import (
 )
 
 const sessionCols = `id, run_id, owner_id, name, agent, signer, signer_public_key, created_at, closed_at, tampered_at, tamper_reason,
-	receipt_count, root_hash, close_hash, close_signature, extra, tail_hash, tail_timestamp`
+	receipt_count, root_hash, close_hash, close_signature, extra, tail_hash, tail_timestamp, sdk_id`
 
 var sessionColList = splitCols(sessionCols)
 
@@ -28,13 +28,14 @@ func sessionRow(s *store.Session) []any {
 	return []any{s.ID, nullString(s.RunID), s.OwnerID, s.Name, s.Agent, s.Signer, nullString(s.SignerPublicKey),
 		micros(s.CreatedAt), microsPtr(s.ClosedAt), microsPtr(s.TamperedAt), reason,
 		s.Tail.Count, nullString(s.RootHash), nullString(s.CloseHash), nullString(s.CloseSignature), extra,
-		s.Tail.LastHash, s.Tail.LastTimestamp}
+		s.Tail.LastHash, s.Tail.LastTimestamp, nullString(s.SDKID)}
 }
 
 // sessionScan receives a ledger_sessions row.
 type sessionScan struct {
 	s                                   store.Session
 	run, spk, reason, root, ch, cs, ext *string
+	sdk                                 *string
 	created                             int64
 	closed, tampered                    *int64
 }
@@ -42,12 +43,13 @@ type sessionScan struct {
 func (x *sessionScan) dest() []any {
 	s := &x.s
 	return []any{&s.ID, &x.run, &s.OwnerID, &s.Name, &s.Agent, &s.Signer, &x.spk, &x.created, &x.closed, &x.tampered, &x.reason,
-		&s.ReceiptCount, &x.root, &x.ch, &x.cs, &x.ext, &s.Tail.LastHash, &s.Tail.LastTimestamp}
+		&s.ReceiptCount, &x.root, &x.ch, &x.cs, &x.ext, &s.Tail.LastHash, &s.Tail.LastTimestamp, &x.sdk}
 }
 
 func (x *sessionScan) finish() *store.Session {
 	s := &x.s
 	s.RunID, s.SignerPublicKey, s.RootHash, s.CloseHash, s.CloseSignature = str(x.run), str(x.spk), str(x.root), str(x.ch), str(x.cs)
+	s.SDKID = str(x.sdk)
 	if x.reason != nil {
 		s.TamperReason = json.RawMessage(*x.reason)
 	}
@@ -164,7 +166,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session) error {
 		sess.Tail = store.Tail{LastHash: "0"}
 	}
 	sess.ReceiptCount = sess.Tail.Count
-	_, err := s.b.Writer().Exec(ctx, `INSERT INTO ledger_sessions (`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+	_, err := s.b.Writer().Exec(ctx, `INSERT INTO ledger_sessions (`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 		sessionRow(sess)...)
 	if err != nil {
 		return s.conflict(err, "create session "+sess.ID)
@@ -177,6 +179,15 @@ func (s *Store) GetSession(ctx context.Context, id string) (*store.Session, erro
 	sess, err := scanSession(s.b.Reader().QueryRow(ctx, `SELECT `+sessionCols+` FROM ledger_sessions WHERE id = $1`, id))
 	if err != nil {
 		return nil, notFound(err, "session "+id)
+	}
+	return sess, nil
+}
+
+// GetSDKSession implements store.Ledger.
+func (s *Store) GetSDKSession(ctx context.Context, ownerID, sdkID string) (*store.Session, error) {
+	sess, err := scanSession(s.b.Reader().QueryRow(ctx, `SELECT `+sessionCols+` FROM ledger_sessions WHERE owner_id = $1 AND sdk_id = $2`, ownerID, sdkID))
+	if err != nil {
+		return nil, notFound(err, "SDK session "+sdkID)
 	}
 	return sess, nil
 }

@@ -344,4 +344,22 @@ CREATE TABLE instance_values (
 	created_at BIGINT NOT NULL
 );
 `,
+
+	// 7: SDK session ids are per owner (issue 17: one namespace across
+	// users leaked that another user's id existed and blocked the owner's
+	// receipts). The client's id moves to sdk_id, unique per owner; id
+	// stays the unique row key (a server-made id for new SDK sessions).
+	// Existing SDK sessions keep id = sdk_id.
+	`
+ALTER TABLE ledger_sessions ADD COLUMN sdk_id TEXT;
+UPDATE ledger_sessions SET sdk_id = id WHERE extra LIKE '%"sdk":true%';
+CREATE UNIQUE INDEX ledger_sessions_sdk ON ledger_sessions (owner_id, sdk_id);
+`,
+
+	// 8: annotation content that a text column cannot hold (NUL, a lone
+	// surrogate) is stored escaped, flagged by content_escaped (text.go),
+	// so it round-trips exactly on both backends (issue 17).
+	`
+ALTER TABLE annotations ADD COLUMN content_escaped BOOLEAN NOT NULL DEFAULT FALSE;
+`,
 }
