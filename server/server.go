@@ -78,6 +78,18 @@ type Config struct {
 	// ("https://app.example.com"; "*" for any; nil: none, no CORS
 	// headers). See cors.go.
 	CORSOrigins []string
+	// CheckCacheSize is the number of compiled rules the check API keeps
+	// (guardrails.cache_size; 0: DefaultCheckCacheSize). See check.go.
+	CheckCacheSize int
+	// CheckAnonymous lets callers without a key use the check API
+	// (guardrails.check_requires_key=false; default false: an ingest key).
+	CheckAnonymous bool
+	// CheckConcurrency bounds the policy evaluations running at once
+	// (0: GOMAXPROCS); requests beyond it wait, then get 429.
+	CheckConcurrency int
+	// CheckTimeout is the evaluation wall time of a check request
+	// (0: DefaultCheckTimeout, 5 s).
+	CheckTimeout time.Duration
 	// Now returns the current time (nil: time.Now). Tests set it.
 	Now func() time.Time
 }
