@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -675,7 +676,10 @@ func benchRules(tb testing.TB) map[string]string {
 // BenchmarkCheckAPI measures POST /api/v1/policy/check of a 100-event
 // trace with a cached rule, from a sequential keep-alive client over real
 // loopback HTTP: it reports the round trip's p50 and p99 and checks/s.
+//
+// The garbage collector runs with GOGC=400, as in vigil serve.
 func BenchmarkCheckAPI(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	ts := newTestServer(b, openSQLite(b))
 	msgs := benchCheckTrace(b)
 	for name, src := range benchRules(b) {
@@ -732,6 +736,7 @@ func reportLatency(b *testing.B, lat []time.Duration, elapsed, cpu time.Duration
 // BenchmarkCheckInProcess is the same work without HTTP: decode the
 // 100-event trace and analyse it with the compiled rule.
 func BenchmarkCheckInProcess(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	msgs := benchCheckTrace(b)
 	for name, src := range benchRules(b) {
 		b.Run(name, func(b *testing.B) {
@@ -800,5 +805,24 @@ func TestCheckClient(t *testing.T) {
 	items, _ := ae.Body["errors"].([]any)
 	if len(items) != 1 || items[0].(map[string]any)["line"] != float64(2) || items[0].(map[string]any)["column"] != float64(9) {
 		t.Errorf("load error items %v, want line 2 column 9", ae.Body["errors"])
+	}
+}
+
+// TestAppendJSON: the hand-built result encoding writes what encoding/json
+// (without HTML escaping) writes, for strings that need escaping too.
+func TestAppendJSON(t *testing.T) {
+	for _, v := range []any{"plain", "a<b>&c", `quote" and \`, "tab\tnl\n", "\u2028\u2029", "\xff\xfe", "é ✓", "\x7f", "",
+		[]string{"a", "b\"c"}, []string(nil), []int{1, 2}, nil, 1.5, map[string]any{"k": "<v>"}} {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		got := appendJSON(nil, v, &err)
+		if err != nil || string(got) != strings.TrimSuffix(want.String(), "\n") {
+			t.Errorf("appendJSON(%#v) = %s (%v), want %s", v, got, err, want.String())
+		}
 	}
 }
