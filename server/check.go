@@ -326,13 +326,25 @@ func (c *checker) admit() (func(), error) {
 	}
 }
 
-// slot waits for an evaluation slot until ctx ends.
+// slot waits for an evaluation slot until ctx ends, and at most the
+// evaluation wall time: a request that waited that long is refused with
+// 429 (the server is busy; its rule is not at fault).
 func (c *checker) slot(ctx context.Context) (func(), error) {
+	select {
+	case c.slots <- struct{}{}:
+		return func() { <-c.slots }, nil
+	default:
+	}
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
 	select {
 	case c.slots <- struct{}{}:
 		return func() { <-c.slots }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-t.C:
+		c.s.metrics.Add("vigil_check_rejected_total", 1)
+		return nil, errOverloaded
 	}
 }
 
@@ -352,14 +364,10 @@ func (c *checker) rule(src string) (*policy.Policy, error) {
 	return c.rules.add(key, p), nil
 }
 
-// evaluate compiles src and runs it on in within an evaluation slot. ctx
-// carries the request's evaluation deadline. The error is an *Error.
+// evaluate compiles src and runs it on in, in an evaluation slot the
+// caller holds; ctx carries the evaluation deadline. The error is an
+// *Error.
 func (c *checker) evaluate(ctx context.Context, src string, in *checkInput) (*policy.Result, *Error) {
-	release, err := c.slot(ctx)
-	if err != nil {
-		return nil, c.analysisError(ctx, &policy.AnalysisError{Code: policy.ErrCancelled, Msg: err.Error()})
-	}
-	defer release()
 	p, err := c.rule(src)
 	if err != nil {
 		return nil, loadError(err)
@@ -409,6 +417,11 @@ func (c *checker) handleCheck(w http.ResponseWriter, r *http.Request, _ *princip
 	if err != nil {
 		return err
 	}
+	release, err := c.slot(r.Context())
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
 	defer cancel()
 	res, ae := c.evaluate(ctx, *req.policy, in)
@@ -575,8 +588,20 @@ func (c *checker) handleCheckBatch(w http.ResponseWriter, r *http.Request, _ *pr
 	return nil
 }
 
+// batchOne evaluates one policy of a batch; ctx carries the batch's
+// evaluation deadline, which also bounds the wait for a slot.
 func (c *checker) batchOne(ctx context.Context, src string, in *checkInput) batchEntry {
-	res, ae := c.evaluate(ctx, src, in)
+	var ae *Error
+	var res *policy.Result
+	if release, err := c.slot(ctx); err != nil {
+		ae = toAPIError(err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			ae = c.analysisError(ctx, &policy.AnalysisError{Code: policy.ErrCancelled, Msg: err.Error()})
+		}
+	} else {
+		res, ae = c.evaluate(ctx, src, in)
+		release()
+	}
 	if ae != nil {
 		return batchEntry{Policy: src, ErrorMessage: ae.Detail, Errors: []policy.Violation{}, Failures: []policy.Failure{}, Warnings: []string{}}
 	}
@@ -599,11 +624,9 @@ func (c *checker) handleLoad(w http.ResponseWriter, r *http.Request, _ *principa
 	if req.policy == nil {
 		return badRequest("policy is required: the rule text")
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
-	defer cancel()
-	release, err := c.slot(ctx)
+	release, err := c.slot(r.Context())
 	if err != nil {
-		return errOverloaded
+		return err
 	}
 	defer release()
 	if _, err := c.rule(*req.policy); err != nil {
