@@ -115,11 +115,9 @@ type checkInput struct {
 	params  map[string]any
 }
 
-// readCheck reads a check request body (at most MaxCheckBytes, or the
-// server's JSON limit when that is lower) and decodes its members. The
-// body is parsed once, by the trace package's scanner; the messages are
-// normalised later by decodeInput.
-func (c *checker) readCheck(w http.ResponseWriter, r *http.Request) (*checkRequest, error) {
+// readCheck reads a check request body: at most MaxCheckBytes, or the
+// server's JSON limit when that is lower.
+func (c *checker) readCheck(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	limit := min(int64(MaxCheckBytes), c.s.maxJSON)
 	rd, err := c.s.body(w, r, limit)
 	if err != nil {
@@ -137,11 +135,13 @@ func (c *checker) readCheck(w http.ResponseWriter, r *http.Request) (*checkReque
 		}
 		return nil, badRequest("read request body: %v", err)
 	}
-	return parseCheck(buf.Bytes())
+	return buf.Bytes(), nil
 }
 
 // parseCheck decodes a check request body; errors name the member and
-// what it should be, or the line and column of malformed JSON.
+// what it should be, or the line and column of malformed JSON. The body
+// is parsed once, by the trace package's scanner; decodeInput normalises
+// the messages from the parsed value.
 func parseCheck(body []byte) (*checkRequest, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, apiErr(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; expected a JSON object")
@@ -399,20 +399,40 @@ func normalizeResult(res *policy.Result) *policy.Result {
 	return res
 }
 
+// begin reads a request's body, admits the request (429 when too many
+// wait) and decodes the body, which must hold "policy" (single) or
+// "policies" (batch). The body is read before admission, so slow senders
+// hold no place in the pool. The caller calls done when the request is
+// over.
+func (c *checker) begin(w http.ResponseWriter, r *http.Request, single bool) (req *checkRequest, done func(), err error) {
+	body, err := c.readCheck(w, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if done, err = c.admit(); err != nil {
+		return nil, nil, err
+	}
+	switch req, err = parseCheck(body); {
+	case err != nil:
+	case single && req.policy == nil:
+		err = badRequest("policy is required: the rule text")
+	case !single && !req.hasPolicy:
+		err = badRequest("policies is required: a list of rule texts")
+	}
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return req, done, nil
+}
+
 // handleCheck serves POST /api/v1/policy/check.
 func (c *checker) handleCheck(w http.ResponseWriter, r *http.Request, _ *principal) error {
-	done, err := c.admit()
+	req, done, err := c.begin(w, r, true)
 	if err != nil {
 		return err
 	}
 	defer done()
-	req, err := c.readCheck(w, r)
-	if err != nil {
-		return err
-	}
-	if req.policy == nil {
-		return badRequest("policy is required: the rule text")
-	}
 	in, err := decodeInput(req)
 	if err != nil {
 		return err
@@ -545,18 +565,11 @@ type batchEntry struct {
 // the same messages, concurrently within the pool; a policy that fails to
 // load or run is an entry with success false.
 func (c *checker) handleCheckBatch(w http.ResponseWriter, r *http.Request, _ *principal) error {
-	done, err := c.admit()
+	req, done, err := c.begin(w, r, false)
 	if err != nil {
 		return err
 	}
 	defer done()
-	req, err := c.readCheck(w, r)
-	if err != nil {
-		return err
-	}
-	if !req.hasPolicy {
-		return badRequest("policies is required: a list of rule texts")
-	}
 	in, err := decodeInput(req)
 	if err != nil {
 		return err
@@ -612,18 +625,11 @@ func (c *checker) batchOne(ctx context.Context, src string, in *checkInput) batc
 // The success body has no "errors" key, which RemotePolicy reads as a
 // failure.
 func (c *checker) handleLoad(w http.ResponseWriter, r *http.Request, _ *principal) error {
-	done, err := c.admit()
+	req, done, err := c.begin(w, r, true)
 	if err != nil {
 		return err
 	}
 	defer done()
-	req, err := c.readCheck(w, r)
-	if err != nil {
-		return err
-	}
-	if req.policy == nil {
-		return badRequest("policy is required: the rule text")
-	}
 	release, err := c.slot(r.Context())
 	if err != nil {
 		return err

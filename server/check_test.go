@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -824,5 +825,26 @@ func TestAppendJSON(t *testing.T) {
 		if err != nil || string(got) != strings.TrimSuffix(want.String(), "\n") {
 			t.Errorf("appendJSON(%#v) = %s (%v), want %s", v, got, err, want.String())
 		}
+	}
+}
+
+// TestCheckSlowSendersHoldNoPlace: requests still sending their bodies do
+// not take places in the evaluation pool, so a client that opens many
+// slow uploads cannot make the check API refuse everyone else.
+func TestCheckSlowSendersHoldNoPlace(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t), func(c *Config) { c.CheckConcurrency = 1 })
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	for range 40 { // more than the 17 places of a one-slot pool
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "POST /api/v1/policy/check HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\n{\"messages\": [", adminKey)
+	}
+	time.Sleep(100 * time.Millisecond) // let the server read the headers
+	status, body := ts.do(t, "POST", "/api/v1/policy/check", adminKey, map[string]any{"messages": threeMessages(), "policy": "raise \"x\" if:\n    (m: Message)\n"})
+	if status != 200 {
+		t.Errorf("check beside 40 slow uploads: %d %s, want 200", status, body)
 	}
 }
