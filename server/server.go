@@ -1,7 +1,8 @@
 // Package server is Vigil's HTTP API: the Explorer-compatible trace store
 // endpoints (push, append, datasets, traces, annotations, JSONL upload and
 // export, identity and API keys; spec/explorer-api.md), the audit ledger
-// endpoints (spec/ledger.md §10), health, readiness and Prometheus metrics.
+// endpoints (spec/ledger.md §10), the guardrails check API (check.go),
+// health, readiness and Prometheus metrics.
 //
 // Goals: Invariant-compatible request and response shapes where the spec
 // marks them [I]; one JSON error shape ({"detail","code"}); every request
@@ -18,7 +19,8 @@
 // Layout: routes.go holds the whole route table; one file per resource
 // (push.go, datasets.go, traces.go, snippets.go, annotations.go, jsonl.go
 // for upload and export, keys.go, users.go, audit.go and nodes.go for the ledger,
-// agents.go, sdk.go for the @invariance/sdk endpoints, health.go);
+// agents.go, sdk.go for the @invariance/sdk endpoints, check.go for
+// /policy/check, /check/batch and /load, health.go);
 // ingest.go is the normalise-and-seal pipeline every write path shares;
 // access.go, auth.go, errors.go, idempotency.go, middleware.go and
 // metrics.go are the plumbing.
