@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -210,6 +211,13 @@ func assertClientContract(t *testing.T, target string, status int, body []byte) 
 					t.Errorf("error %v has no %q", e, k)
 				}
 			}
+			// ErrorInformation.from_dict reads each range with
+			// Range.from_address.
+			for _, r := range e["ranges"].([]any) {
+				if s, _ := r.(string); !addressRx.MatchString(s) {
+					t.Errorf("range %v is not an address messages.I...[:S-E]", r)
+				}
+			}
 		}
 	case "/api/v1/policy/check/batch":
 		res, ok := m["result"].([]any)
@@ -224,6 +232,9 @@ func assertClientContract(t *testing.T, target string, status int, body []byte) 
 		}
 	}
 }
+
+// addressRx is the address grammar of the ranges a check reports.
+var addressRx = regexp.MustCompile(`^messages(\.[^.:]+)+(:\d+-\d+)?$`)
 
 func slicesContainsPrefix(prefixes []string, s string) bool {
 	for _, p := range prefixes {
