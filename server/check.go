@@ -25,11 +25,13 @@ import (
 	"math"
 	"net/http"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
 	_ "github.com/vigilhq/vigil/detect" // registers the detectors rules call, as vigil check does
 	"github.com/vigilhq/vigil/policy"
+	"github.com/vigilhq/vigil/policy/builtin"
 	"github.com/vigilhq/vigil/trace"
 )
 
@@ -487,12 +489,12 @@ func appendResult(buf []byte, res *policy.Result) ([]byte, error) {
 				if j > 0 {
 					buf = append(buf, ',')
 				}
-				buf = appendJSON(buf, a, &err)
+				buf = appendValue(buf, a, &err)
 			}
 			buf = append(buf, ']')
 		}
 		buf = append(buf, `,"kwargs":`...)
-		buf = appendJSON(buf, v.Kwargs, &err)
+		buf = appendValue(buf, v.Kwargs, &err)
 		buf = append(buf, `,"ranges":`...)
 		buf = appendJSON(buf, v.Ranges, &err)
 		buf = append(buf, '}')
@@ -507,6 +509,45 @@ func appendResult(buf []byte, res *policy.Result) ([]byte, error) {
 	}
 	buf = append(buf, "}\n"...)
 	return buf, err
+}
+
+// appendValue appends the JSON of a value of a violation (the JSON forms
+// of package builtin: nil, bool, int64, string, []any, OrderedMap, and a
+// few others left to appendJSON), walking maps and lists itself instead
+// of letting each level marshal and re-compact the next.
+func appendValue(buf []byte, v any, errp *error) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(buf, "null"...)
+	case bool:
+		return strconv.AppendBool(buf, x)
+	case int64:
+		return strconv.AppendInt(buf, x, 10)
+	case []any:
+		if x == nil {
+			return append(buf, "null"...)
+		}
+		buf = append(buf, '[')
+		for i, e := range x {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendValue(buf, e, errp)
+		}
+		return append(buf, ']')
+	case builtin.OrderedMap:
+		buf = append(buf, '{')
+		for i, kv := range x {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendJSON(buf, kv.Key, errp)
+			buf = append(buf, ':')
+			buf = appendValue(buf, kv.Value, errp)
+		}
+		return append(buf, '}')
+	}
+	return appendJSON(buf, v, errp)
 }
 
 // appendJSON appends the JSON of v without HTML escaping; a value that

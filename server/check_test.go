@@ -821,7 +821,8 @@ func TestCheckClient(t *testing.T) {
 }
 
 // TestAppendJSON: the hand-built result encoding writes what encoding/json
-// (without HTML escaping) writes, for strings that need escaping too.
+// (without HTML escaping) writes, for strings that need escaping, numbers,
+// nil lists and maps, and nested ordered maps too.
 func TestAppendJSON(t *testing.T) {
 	for _, v := range []any{"plain", "a<b>&c", `quote" and \`, "tab\tnl\n", "\u2028\u2029", "\xff\xfe", "é ✓", "\x7f", "",
 		[]string{"a", "b\"c"}, []string(nil), []int{1, 2}, nil, 1.5, map[string]any{"k": "<v>"}} {
@@ -835,6 +836,25 @@ func TestAppendJSON(t *testing.T) {
 		got := appendJSON(nil, v, &err)
 		if err != nil || string(got) != strings.TrimSuffix(want.String(), "\n") {
 			t.Errorf("appendJSON(%#v) = %s (%v), want %s", v, got, err, want.String())
+		}
+	}
+	server := "mcp<1>"
+	for _, v := range []any{
+		builtin.OrderedMap{{Key: "a\"b", Value: []any{int64(-3), 1.5, nil, true, "x&y", json.Number("12345678901234567890")}},
+			{Key: "nested", Value: builtin.OrderedMap{{Key: "server", Value: &server}, {Key: "none", Value: (*string)(nil)}, {Key: "list", Value: []any(nil)}}},
+			{Key: "\u2028", Value: builtin.OrderedMap{}}},
+		[]any{builtin.OrderedMap(nil), []any{}, "\xff", 1e21},
+	} {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		got := appendValue(nil, v, &err)
+		if err != nil || string(got) != strings.TrimSuffix(want.String(), "\n") {
+			t.Errorf("appendValue(%#v) =\n%s (%v), want\n%s", v, got, err, want.String())
 		}
 	}
 }
