@@ -38,24 +38,73 @@ var gitleaksTOML string
 // it, as in gitleaks.
 const gitleaksAllowSignature = "gitleaks:allow"
 
+// A secretRule is read from the configuration eagerly (its keywords feed
+// the prefilter) but compiled lazily: compile builds its regexes, its
+// allowlists and its span the first time a keyword of the rule occurs in
+// a scanned text, once. Compiling all of gitleaks' rules takes ~40 ms of
+// CPU, which every `vigil check` paid on its first secrets() call.
 type secretRule struct {
 	typ         string // reported type name
-	re          *regexp.Regexp
+	pattern     string // the regex, uncompiled
 	keywords    []string
 	entropy     float64
 	secretGroup int
-	allow       []secretAllowlist
 	builtin     bool // one of the reference's four types
 	generic     bool // a gitleaks generic-* rule: yields to specific findings
 	// assign is set for rules of gitleaks' "keyword, then an assignment
 	// operator" template: a keyword occurrence not followed by an operator
 	// within the template's reach cannot start a match.
 	assign bool
+	// where locates the rule in its configuration for errors
+	// ("rules[3] (gitlab-pat)"); allowSrc are its allowlist tables.
+	where    string
+	allowSrc []tomlTable
+
+	once sync.Once
+	err  error // of compile; nil once compiled
+	// Set by compile:
+	re    *regexp.Regexp
+	allow []secretAllowlist
 	// anchored is the rule's regex without its lazy `(?i)[\w.-]{0,50}?`
 	// prefix, anchored: it must match at the keyword for the rule to match
 	// there (a necessary condition, cheap to test).
 	anchored *regexp.Regexp
 	span     regexSpan // bounds of a match, for windowed search
+}
+
+// compile compiles the rule (configuration name in errors) on the first
+// call and returns that call's error on every call. It is safe for
+// concurrent use.
+func (r *secretRule) compile(name string) error {
+	r.once.Do(func() { r.err = r.build(name) })
+	return r.err
+}
+
+func (r *secretRule) build(name string) error {
+	re, err := regexp.Compile(r.pattern)
+	if err != nil {
+		return fmt.Errorf("%s: %s.regex: %w", name, r.where, err)
+	}
+	if r.secretGroup > re.NumSubexp() {
+		return fmt.Errorf("%s: %s.secretGroup: %d is not a group of the regex", name, r.where, r.secretGroup)
+	}
+	for j, g := range r.allowSrc {
+		a, use, err := compileAllowlist(name, fmt.Sprintf("%s.allowlists[%d]", r.where, j), g)
+		if err != nil {
+			return err
+		}
+		if use {
+			r.allow = append(r.allow, a)
+		}
+	}
+	r.span = spanOf(r.pattern, r.keywords)
+	if r.assign && strings.HasPrefix(r.pattern, assignPrefix) {
+		if a, err := regexp.Compile(`(?i)^(?:` + r.pattern[len(assignPrefix):] + `)`); err == nil {
+			r.anchored = a
+		}
+	}
+	r.re = re
+	return nil
 }
 
 // assignPrefix starts gitleaks' generated "keyword = secret" rules.
@@ -75,23 +124,80 @@ type secretAllowlist struct {
 // SecretScanner finds secrets: the reference's four types, then the rules
 // of a gitleaks-format configuration. It is safe for concurrent use.
 type SecretScanner struct {
+	name    string // of the configuration, for errors
 	rules   []*secretRule
 	kw      *keywordSet
 	kwRules [][]int // keyword index -> rule indexes
 	always  []int   // rules without keywords
-	global  []secretAllowlist
+	// global are the configuration's global allowlists, compiled from
+	// globalSrc (with their locations) by globalOnce when a configuration
+	// rule first finds something.
+	globalSrc  []globalAllowlist
+	globalOnce sync.Once
+	global     []secretAllowlist
+	globalErr  error
 	// Skipped lists the ids of configuration rules that cannot apply to
 	// free text (rules restricted to file paths), with the reason.
 	Skipped []string
 }
 
+type globalAllowlist struct {
+	where string
+	t     tomlTable
+}
+
 // NewSecretScanner compiles the four reference types plus the rules of a
 // gitleaks TOML configuration src (named name in errors); an empty src
-// gives the four types only.
+// gives the four types only. Every regex is compiled here, so an error in
+// any of them is returned.
 func NewSecretScanner(name, src string) (*SecretScanner, error) {
-	s := &SecretScanner{}
+	s, err := newSecretScanner(name, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.compileAll(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// compileAll compiles the global allowlists and every rule, returning
+// the first error in configuration order.
+func (s *SecretScanner) compileAll() error {
+	if err := s.globalAllowlists(); err != nil {
+		return err
+	}
+	for _, r := range s.rules {
+		if err := r.compile(s.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// globalAllowlists compiles the global allowlists on the first call.
+func (s *SecretScanner) globalAllowlists() error {
+	s.globalOnce.Do(func() {
+		for _, g := range s.globalSrc {
+			a, use, err := compileAllowlist(s.name, g.where, g.t)
+			if err != nil {
+				s.globalErr = err
+				return
+			}
+			if use {
+				s.global = append(s.global, a)
+			}
+		}
+	})
+	return s.globalErr
+}
+
+// newSecretScanner reads the configuration and builds the keyword
+// prefilter; the rules compile on first use.
+func newSecretScanner(name, src string) (*SecretScanner, error) {
+	s := &SecretScanner{name: name}
 	for _, b := range builtinSecretRules {
-		s.rules = append(s.rules, &secretRule{typ: b.typ, re: regexp.MustCompile(b.pattern), keywords: b.keywords, builtin: true, span: spanOf(b.pattern, b.keywords)})
+		s.rules = append(s.rules, &secretRule{typ: b.typ, pattern: b.pattern, keywords: b.keywords, builtin: true, where: "reference pattern " + b.typ})
 	}
 	if src != "" {
 		if err := s.loadGitleaks(name, src); err != nil {
@@ -127,10 +233,12 @@ var (
 )
 
 // DefaultSecrets returns the scanner with the four reference types and
-// gitleaks' default rules, compiled once on first use.
+// gitleaks' default rules. The configuration is read on the first call;
+// each rule compiles when a text first holds one of its keywords
+// (TestDefaultSecretsCompile compiles them all).
 func DefaultSecrets() *SecretScanner {
 	defaultSecretsOnce.Do(func() {
-		s, err := NewSecretScanner("rules/gitleaks.toml", gitleaksTOML)
+		s, err := newSecretScanner("rules/gitleaks.toml", gitleaksTOML)
 		if err != nil {
 			// The embedded file is part of the build and tested.
 			panic(fmt.Sprintf("detect: embedded gitleaks rules: %v", err))
@@ -156,23 +264,11 @@ func (s *SecretScanner) loadGitleaks(name, src string) error {
 		return fmt.Errorf("load secret rules: %w", err)
 	}
 	if g, ok := doc["allowlist"].(tomlTable); ok {
-		a, use, err := compileAllowlist(name, "allowlist", g)
-		if err != nil {
-			return err
-		}
-		if use {
-			s.global = append(s.global, a)
-		}
+		s.globalSrc = append(s.globalSrc, globalAllowlist{"allowlist", g})
 	}
 	if gs, ok := doc["allowlists"].([]tomlTable); ok {
 		for i, g := range gs {
-			a, use, err := compileAllowlist(name, fmt.Sprintf("allowlists[%d]", i), g)
-			if err != nil {
-				return err
-			}
-			if use {
-				s.global = append(s.global, a)
-			}
+			s.globalSrc = append(s.globalSrc, globalAllowlist{fmt.Sprintf("allowlists[%d]", i), g})
 		}
 	}
 	rules, _ := doc["rules"].([]tomlTable)
@@ -192,11 +288,7 @@ func (s *SecretScanner) loadGitleaks(name, src string) error {
 			s.Skipped = append(s.Skipped, id+": no regex")
 			continue
 		}
-		re, err := regexp.Compile(pat)
-		if err != nil {
-			return fmt.Errorf("%s: %s.regex: %w", name, where, err)
-		}
-		r := &secretRule{typ: secretTypeName(id), re: re, generic: strings.Contains(id, "generic"), assign: strings.Contains(pat, assignTemplate)}
+		r := &secretRule{typ: secretTypeName(id), pattern: pat, where: where, generic: strings.Contains(id, "generic"), assign: strings.Contains(pat, assignTemplate)}
 		switch e := t["entropy"].(type) {
 		case float64:
 			r.entropy = e
@@ -204,10 +296,10 @@ func (s *SecretScanner) loadGitleaks(name, src string) error {
 			r.entropy = float64(e)
 		}
 		if g, ok := t["secretGroup"].(int64); ok {
-			if g < 0 || int(g) > re.NumSubexp() {
+			if g < 0 || g > math.MaxInt32 {
 				return fmt.Errorf("%s: %s.secretGroup: %d is not a group of the regex", name, where, g)
 			}
-			r.secretGroup = int(g)
+			r.secretGroup = int(g) // checked against the regex by compile
 		}
 		if kws, ok := t["keywords"].([]any); ok {
 			for _, k := range kws {
@@ -216,23 +308,7 @@ func (s *SecretScanner) loadGitleaks(name, src string) error {
 				}
 			}
 		}
-		if als, ok := t["allowlists"].([]tomlTable); ok {
-			for j, g := range als {
-				a, use, err := compileAllowlist(name, fmt.Sprintf("%s.allowlists[%d]", where, j), g)
-				if err != nil {
-					return err
-				}
-				if use {
-					r.allow = append(r.allow, a)
-				}
-			}
-		}
-		r.span = spanOf(pat, r.keywords)
-		if r.assign && strings.HasPrefix(pat, assignPrefix) {
-			if a, err := regexp.Compile(`(?i)^(?:` + pat[len(assignPrefix):] + `)`); err == nil {
-				r.anchored = a
-			}
-		}
+		r.allowSrc, _ = t["allowlists"].([]tomlTable)
 		s.rules = append(s.rules, r)
 	}
 	return nil
@@ -403,6 +479,12 @@ func (s *SecretScanner) Scan(text string) []Match {
 		for ; p < len(pairs) && pairs[p].ri == ri; p++ {
 			ruleHits = append(ruleHits, pairs[p].h)
 		}
+		// A rule that does not compile finds nothing. Only the default
+		// scanner's rules compile here (NewSecretScanner compiles all of
+		// its rules up front), and a test compiles every one of those.
+		if r.compile(s.name) != nil {
+			continue
+		}
 		var locs [][]int
 		if len(r.keywords) == 0 {
 			locs = r.re.FindAllStringIndex(text, -1)
@@ -450,6 +532,9 @@ func (s *SecretScanner) Scan(text string) []Match {
 				continue
 			}
 			allowed := false
+			if s.globalAllowlists() != nil {
+				continue // as a rule that does not compile: nothing found
+			}
 			for i := range s.global {
 				if s.global[i].allows(secret, match, line) {
 					allowed = true
