@@ -6,13 +6,14 @@ package detect
 // which rules can possibly match, so clean text costs one table lookup
 // per byte.
 type keywordSet struct {
-	words    []string
-	class    [256]uint16 // byte -> class (0 = a byte in no keyword)
-	nclass   int
-	delta    []int32   // state*nclass + class -> next state
-	out      [][]int32 // state -> keyword indexes ending there
-	firstOut int32     // premultiplied states >= firstOut have output
-	maxWord  int
+	words  []string
+	class  [256]uint16 // byte -> class (0 = a byte in no keyword)
+	nclass int
+	// delta maps state*nclass + class to the next state times nclass,
+	// negated when that state has output.
+	delta   []int32
+	out     [][]int32 // state -> keyword indexes ending there
+	maxWord int
 }
 
 // keywordHit is the occurrence of keyword Word ending at byte End.
@@ -101,46 +102,30 @@ func newKeywordSet(words []string) *keywordSet {
 			}
 		}
 	}
+	// Premultiply by nclass in place, and negate the entries that lead to
+	// a state with output (never the root): a single sign test in the
+	// scan loop, and no second table.
+	for e, n := range trie {
+		v := n * int32(nc)
+		if len(out[n]) > 0 {
+			v = -v
+		}
+		trie[e] = v
+	}
 	k.delta = trie
-	// Renumber states so that those with output come last (a single
-	// comparison in the scan loop) and premultiply by nclass.
-	perm := make([]int32, nstates)
-	next := int32(0)
-	for pass := 0; pass < 2; pass++ {
-		for i, o := range out {
-			if (len(o) > 0) == (pass == 1) {
-				perm[i] = next
-				next++
-			}
-		}
-	}
-	k.firstOut = int32(nstates)
-	k.out = make([][]int32, nstates)
-	for i, o := range out {
-		if len(o) > 0 && perm[i] < k.firstOut {
-			k.firstOut = perm[i]
-		}
-		k.out[perm[i]] = o
-	}
-	delta := make([]int32, len(k.delta))
-	for s := 0; s < nstates; s++ {
-		for c := 0; c < nc; c++ {
-			delta[int(perm[s])*nc+c] = perm[k.delta[s*nc+c]] * int32(nc)
-		}
-	}
-	k.delta = delta
-	k.firstOut *= int32(k.nclass)
+	k.out = out
 	return k
 }
 
 // scan appends every keyword occurrence in s to hits and returns it.
 func (k *keywordSet) scan(s string, hits []keywordHit) []keywordHit {
 	state := int32(0) // premultiplied by nclass
-	delta, class, firstOut := k.delta, &k.class, k.firstOut
+	delta, class := k.delta, &k.class
 	nc := int32(k.nclass)
 	for i := 0; i < len(s); i++ {
 		state = delta[state+int32(class[s[i]])]
-		if state >= firstOut {
+		if state < 0 {
+			state = -state
 			for _, w := range k.out[state/nc] {
 				hits = append(hits, keywordHit{Word: w, End: i + 1})
 			}
