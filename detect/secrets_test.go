@@ -71,6 +71,8 @@ func TestSecretsOffsetsAreCodePoints(t *testing.T) {
 
 // The windowed search must find what a whole-text search finds.
 func TestSecretsWindowsMatchWholeText(t *testing.T) {
+	defer func(n int) { anchoredMinHits = n }(anchoredMinHits)
+	anchoredMinHits = 0
 	s := compiledDefault(t)
 	texts := []string{
 		benchCorpus(t, "prose")[:6000],
@@ -118,7 +120,7 @@ func TestSecretsWindowsMatchWholeText(t *testing.T) {
 			}
 			want := r.re.FindAllStringIndex(text, -1)
 			// Windows alone, then with the assignment prefilters.
-			r2 := &secretRule{typ: r.typ, keywords: r.keywords, re: r.re, span: r.span}
+			r2 := &secretRule{secretRuleSpec: secretRuleSpec{typ: r.typ, keywords: r.keywords, span: r.span}, re: r.re}
 			for _, rule := range []*secretRule{r2, r} {
 				got := s.findNear(rule, text, hits)
 				if len(got) == 0 && len(want) == 0 {
@@ -136,10 +138,7 @@ func TestSecretsWindowsMatchWholeText(t *testing.T) {
 // compiled (DefaultSecrets itself compiles rules as keywords occur).
 func compiledDefault(tb testing.TB) *SecretScanner {
 	tb.Helper()
-	s, err := newSecretScanner("rules/gitleaks.toml", gitleaksTOML)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	s := newSecretScanner("rules/gitleaks.toml", defaultSecretConfig)
 	if err := s.compileAll(); err != nil {
 		tb.Fatal(err)
 	}
@@ -166,10 +165,7 @@ func TestDefaultSecretsCompile(t *testing.T) {
 // occur in the text, each once, also when scans run concurrently (run
 // with -race); a text with no keyword compiles nothing.
 func TestSecretsCompileLazily(t *testing.T) {
-	s, err := newSecretScanner("rules/gitleaks.toml", gitleaksTOML)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSecretScanner("rules/gitleaks.toml", defaultSecretConfig)
 	compiled := func() []string {
 		var out []string
 		for _, r := range s.rules {
@@ -200,6 +196,29 @@ func TestSecretsCompileLazily(t *testing.T) {
 	}
 	if s.global != nil && len(got) == 0 {
 		t.Error("global allowlist compiled before any rule")
+	}
+	// The assignment prefilter compiles only for texts with many keyword
+	// occurrences; findings that overlap a reference finding do not need
+	// the rule's allowlists.
+	generic := func() *secretRule {
+		for _, r := range s.rules {
+			if r.typ == "GENERIC_API_KEY" {
+				return r
+			}
+		}
+		t.Fatal("no GENERIC_API_KEY rule")
+		return nil
+	}()
+	s.Scan("AWS_ACCESS_KEY_ID=AKIAZ7VQ3XKP4MBL2NWE")
+	if generic.re == nil || generic.anchored != nil || generic.allow != nil {
+		t.Errorf("one key assignment overlapping a reference finding: compiled %v, anchored %v, allowlists %v; want compiled only", generic.re != nil, generic.anchored != nil, generic.allow != nil)
+	}
+	many := strings.Repeat("api_key = 'Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3'\n", anchoredMinHits)
+	if got := Distinct(s.Scan(many)); len(got) != 1 || got[0] != "GENERIC_API_KEY" {
+		t.Errorf("key assignments: found %v, want GENERIC_API_KEY", got)
+	}
+	if generic.anchored == nil || generic.allow == nil {
+		t.Errorf("%d key assignments: anchored %v, allowlists %v; want both compiled", anchoredMinHits, generic.anchored != nil, generic.allow != nil)
 	}
 }
 
@@ -269,6 +288,8 @@ func FuzzSecretsWindows(f *testing.F) {
 	f.Add("token: ghp_" + strings.Repeat("a", 36))
 	f.Add("s.abcdefghijklmnopqrstuvwx hvs." + strings.Repeat("b", 95))
 	f.Add("-----BEGIN PRIVATE KEY-----\n" + strings.Repeat("A", 70) + "\n-----END PRIVATE KEY-----")
+	defer func(n int) { anchoredMinHits = n }(anchoredMinHits)
+	anchoredMinHits = 0
 	s := compiledDefault(f)
 	f.Fuzz(func(t *testing.T, text string) {
 		if len(text) > 4096 {
