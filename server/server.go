@@ -54,7 +54,8 @@ type Config struct {
 	KeyRing []ed25519.PublicKey
 	// Logger receives request errors and warnings (nil: slog.Default()).
 	Logger *slog.Logger
-	// Version is reported by /api/v1/version ("" = "dev").
+	// Version, when set and not "dev", replaces the module version of the
+	// build information that /api/v1/version reports (internal/buildinfo).
 	Version string
 	// MaxJSONBytes limits JSON request bodies (0: DefaultMaxJSONBytes).
 	MaxJSONBytes int64
