@@ -59,7 +59,7 @@ func BenchmarkAnalyze(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range []int{10, 100, 1000, 10000} {
+	for _, n := range []int{10, 100, 300, 1000, 10000} {
 		t := genDecoded(b, n)
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.ReportAllocs()
