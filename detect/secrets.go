@@ -245,7 +245,7 @@ func (s *SecretScanner) globalAllowlists() error {
 // newSecretScanner returns a scanner of cfg (named name in errors) with
 // its keyword prefilter built; the rules compile on first use.
 func newSecretScanner(name string, cfg secretConfig) *SecretScanner {
-	s := &SecretScanner{name: name, globalSrc: cfg.global, Skipped: cfg.skipped}
+	s := &SecretScanner{name: name, globalSrc: cfg.global, Skipped: slices.Clone(cfg.skipped)}
 	rules := make([]secretRule, len(cfg.rules))
 	s.rules = make([]*secretRule, len(cfg.rules))
 	for i := range cfg.rules {
