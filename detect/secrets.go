@@ -76,10 +76,11 @@ type secretConfig struct {
 }
 
 // A secretRule is compiled lazily: its keywords feed the scanner's
-// prefilter, and compile builds its regexes and allowlists the first time
-// a keyword of the rule occurs in a scanned text, once. Compiling all of
-// gitleaks' rules takes ~40 ms of CPU, which every `vigil check` paid on
-// its first secrets() call.
+// prefilter, and compile builds its regex the first time a keyword of the
+// rule occurs in a scanned text, once (its allowlists and its anchored
+// prefilter later still, when needed). Compiling all of gitleaks' rules
+// takes ~40 ms of CPU, which every `vigil check` paid on its first
+// secrets() call.
 type secretRule struct {
 	secretRuleSpec
 
