@@ -45,6 +45,21 @@ func buildHello(tb testing.TB, dir string) string {
 	return bin
 }
 
+// buildStatic builds ./cmd/vigil into dir with CGO_ENABLED=0: a static
+// binary, as `go build` makes on a machine without a C compiler. With
+// cgo, the net package links the C library, and every start pays the
+// dynamic loader.
+func buildStatic(tb testing.TB, dir string) string {
+	tb.Helper()
+	bin := filepath.Join(dir, "vigil-static")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/vigilhq/vigil/cmd/vigil")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build (static): %v\n%s", err, out)
+	}
+	return bin
+}
+
 // runOnce runs bin with args to completion and returns its wall and CPU
 // (user + system) time; an exit status other than exit fails tb.
 func runOnce(tb testing.TB, exit int, bin string, args ...string) (wall, cpu time.Duration) {
@@ -73,7 +88,8 @@ func runOnce(tb testing.TB, exit int, bin string, args ...string) (wall, cpu tim
 // --help`, and `vigil check` of the guardrail benchmark policy
 // (tracegen.GuardrailPolicy, 5 rules) on traces of 300 and 10,000 events
 // (tracegen.GuardrailRun; the in-process figures for the same work are
-// policy's BenchmarkAnalyze). ns/op is the mean wall time; min-ns the
+// policy's BenchmarkAnalyze). The -static cases run a CGO_ENABLED=0
+// build of the same source. ns/op is the mean wall time; min-ns the
 // fastest run (steadier on a shared machine); cpu-ns/op the process's
 // user+system time; x-hello is min-ns over the hello-world's min-ns, and
 // for the checks x-faster-than-ref is the reference analyzer's 1.41 s over
@@ -81,6 +97,7 @@ func runOnce(tb testing.TB, exit int, bin string, args ...string) (wall, cpu tim
 func BenchmarkStartup(b *testing.B) {
 	dir := b.TempDir()
 	vigil := buildVigil(b, dir)
+	static := buildStatic(b, dir)
 	hello := buildHello(b, dir)
 	policy := filepath.Join(dir, "policy.py")
 	if err := os.WriteFile(policy, []byte(tracegen.GuardrailPolicy), 0o644); err != nil {
@@ -119,6 +136,9 @@ func BenchmarkStartup(b *testing.B) {
 		// Exit 1: the corpus has violations.
 		{"check-300", vigil, []string{"check", "--policy", policy, "--trace", t300}, 1, true},
 		{"check-10000", vigil, []string{"check", "--policy", policy, "--trace", t10k}, 1, false},
+		{"version-static", static, []string{"version"}, 0, false},
+		{"help-static", static, []string{"--help"}, 0, false},
+		{"check-300-static", static, []string{"check", "--policy", policy, "--trace", t300}, 1, true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
