@@ -59,7 +59,8 @@ type Config struct {
 	// AccessLog receives one line per request (accesslog.go; nil: no
 	// access log).
 	AccessLog *slog.Logger
-	// Version is reported by /api/v1/version ("" = "dev").
+	// Version, when set and not "dev", replaces the module version of the
+	// build information that /api/v1/version reports (internal/buildinfo).
 	Version string
 	// MaxJSONBytes limits JSON request bodies (0: DefaultMaxJSONBytes).
 	MaxJSONBytes int64
