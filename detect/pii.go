@@ -19,15 +19,19 @@ const (
 	EntitySSN        = "US_SSN"
 	EntityURL        = "URL"
 	EntityCrypto     = "CRYPTO"
-	// EntityPerson and EntityLocation need a model (EntityRecognizer).
+	// EntityPerson and EntityLocation come from the offline name and
+	// place recogniser (OfflineNames), or from an installed
+	// EntityRecognizer (a model) when there is one.
 	EntityPerson   = "PERSON"
 	EntityLocation = "LOCATION"
 )
 
-// OfflineEntities are the entity types PII finds without a model.
-var OfflineEntities = []string{EntityEmail, EntityPhone, EntityCreditCard, EntityIBAN, EntityIP, EntitySSN, EntityURL, EntityCrypto}
+// OfflineEntities are the entity types PII finds without a model: every
+// built-in type.
+var OfflineEntities = []string{EntityEmail, EntityPhone, EntityCreditCard, EntityIBAN, EntityIP, EntitySSN, EntityURL, EntityCrypto, EntityPerson, EntityLocation}
 
-// ModelEntities are the entity types that need an EntityRecognizer.
+// ModelEntities are the entity types an installed EntityRecognizer
+// answers instead of the offline recogniser.
 var ModelEntities = []string{EntityPerson, EntityLocation}
 
 // piiPriority orders types when findings overlap: the earlier type wins
@@ -35,14 +39,16 @@ var ModelEntities = []string{EntityPerson, EntityLocation}
 // also a URL).
 var piiPriority = map[string]int{
 	EntityEmail: 0, EntityURL: 1, EntityCreditCard: 2, EntityIBAN: 3, EntityCrypto: 4,
-	EntitySSN: 5, EntityIP: 6, EntityPhone: 7,
+	EntitySSN: 5, EntityIP: 6, EntityPhone: 7, EntityLocation: 8, EntityPerson: 9,
 }
 
-// PII runs the offline recognisers over text and returns their findings
-// restricted to entities (all offline types when nil), ordered by start,
-// overlaps resolved by type priority. Offsets are code points. Every
-// finding passed its validation (checksum, ranges), so its Score is above
-// 0.5; findings a validator rejects are not reported.
+// PII runs the offline recognisers over text in one pass and returns their
+// findings restricted to entities (all offline types, PERSON and LOCATION
+// included, when nil), ordered by start, overlaps resolved by type
+// priority. Offsets are code points. Every finding passed its validation
+// (checksum, ranges, context rules), so its Score is above 0.5; findings
+// a validator rejects are not reported. The name and place tables load on
+// the first call that asks for PERSON or LOCATION.
 func PII(text string, entities []string) []Match {
 	want := func(string) bool { return true }
 	if entities != nil {
@@ -58,6 +64,8 @@ func PII(text string, entities []string) []Match {
 			ms = append(ms, Match{Type: typ, Start: start, End: end, Score: score})
 		}
 	}
+	person, place := want(EntityPerson), want(EntityLocation)
+	names := person || place
 	n := len(text)
 	for i := 0; i < n; i++ {
 		c := text[i]
@@ -98,7 +106,28 @@ func PII(text string, entities []string) []Match {
 				if e, ok := scanIBAN(text, i); ok {
 					add(EntityIBAN, i, e, 1)
 					i = e - 1
+					continue
 				}
+			}
+			if names && tokenStart(text, i) {
+				i = scanNames(text, i, person, place, add) - 1
+			}
+		case c >= 0xC0:
+			// The first byte of a non-ASCII character: a capital starts a
+			// run of names; a letter of a script without case is looked
+			// up as a word.
+			if !names || !tokenStart(text, i) {
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(text[i:])
+			switch {
+			case unicode.IsUpper(r) || unicode.IsTitle(r):
+				i = scanNames(text, i, person, place, add) - 1
+			case caselessLetter(r):
+				i = scanCaseless(text, i, person, place, add) - 1
+			case unicode.IsLetter(r):
+				// A lower-case word: skip it whole.
+				i = max(wordEnd(text, i), i+size) - 1
 			}
 		case c == 'b' || c == 'B':
 			if i+3 < n && (text[i+1] == 'c' || text[i+1] == 'C') && text[i+2] == '1' && tokenStart(text, i) {

@@ -1,0 +1,757 @@
+package detect
+
+// The offline PERSON and LOCATION recogniser: gazetteer look-ups
+// (package detect/internal/gazetteer) weighed with context rules. It runs
+// inside PII's single pass over the text: PII calls scanNames at each
+// token that starts with a capital letter or a letter of a script without
+// case, and continues after the run of words scanNames consumed.
+//
+// Evidence for a name: a title (Dr., Ms., Herr), a greeting or signature
+// ("Dear", "Regards,"), "my name is", a JSON or form key such as "name",
+// a speech verb after it ("said"), a known given name followed by a known
+// or unknown surname. Evidence for a place: a country, region or large
+// city name, a preposition before it ("in", "from", "to"), a ", Country"
+// after it, a location key, a street-address shape. Evidence against:
+// ordinary English words at a sentence start, month and weekday names,
+// code identifiers (camelCase, snake_case, a call, a dotted path),
+// organisation suffixes (Inc, GmbH), all-capital words.
+
+import (
+	"context"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/detect/internal/gazetteer"
+)
+
+// OfflineNames is the built-in EntityRecognizer of PERSON and LOCATION.
+// PII uses it whenever no EntityRecognizer is installed; it needs no
+// network and loads its tables on first use.
+type OfflineNames struct{}
+
+// Entities implements EntityRecognizer. Types other than PERSON and
+// LOCATION are ignored; offsets are code points.
+func (OfflineNames) Entities(_ context.Context, text string, types []string) ([]Match, error) {
+	var want []string
+	for _, t := range types {
+		if t == EntityPerson || t == EntityLocation {
+			want = append(want, t)
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	return PII(text, want), nil
+}
+
+// Limits that keep a pathological text linear: a run of capitalised
+// words is cut after maxRunWords words, and a word longer than
+// maxNameBytes is never looked up.
+const (
+	maxRunWords  = 8
+	maxNameBytes = 64
+)
+
+// word is one word of a capitalised run, in byte offsets.
+type word struct {
+	start, end int
+	key        string // lower case
+	f          gazetteer.Flags
+	title      bool // Dr, Mrs, Herr... (a trailing '.' is inside end)
+	particle   bool // van, de, bin... (lower case inside a name)
+}
+
+func (w word) common() bool { return w.f&gazetteer.Common != 0 || stopWords[w.key] }
+
+// nameLike: could be part of a person's name.
+func (w word) nameLike() bool {
+	return w.particle || w.f.Person() || (w.f == 0 && !stopWords[w.key])
+}
+
+var titles = setOf("mr", "mrs", "ms", "miss", "mx", "dr", "prof", "professor", "sir", "dame", "madam", "madame",
+	"herr", "frau", "fräulein", "mme", "mlle", "monsieur", "sr", "sra", "srta", "señor", "señora", "senhor", "senhora",
+	"dott", "dottore", "dottoressa", "sig", "signor", "signora", "don", "doña", "dona", "mevrouw", "meneer", "dhr", "mevr",
+	"pan", "pani", "gospodin", "gospodja", "капитан", "господин", "госпожа", "sheikh", "shri", "smt", "sri", "ustadh",
+	"rev", "fr", "capt", "captain", "col", "gen", "lt", "sgt", "officer", "detective", "judge", "senator", "president",
+	"chancellor", "minister", "mayor", "governor", "ambassador", "rabbi", "imam", "father", "sister", "brother", "uncle", "aunt")
+
+var particles = setOf("de", "da", "das", "do", "dos", "del", "della", "di", "du", "la", "le", "van", "von", "der", "den",
+	"ter", "ten", "bin", "ibn", "bint", "al", "el", "zu", "y", "e", "af", "av", "mac", "st")
+
+// stopWords are capitalised words that are never a name by themselves:
+// months, weekdays, greetings, pronouns and technical words that are also
+// given names or places in some list.
+var stopWords = setOf(
+	"january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december",
+	"jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+	"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "mon", "tue", "wed", "thu", "fri", "sat", "sun",
+	"hi", "hello", "hey", "dear", "thanks", "thank", "cheers", "regards", "best", "sincerely", "yours", "welcome", "greetings",
+	"i", "you", "he", "she", "we", "they", "it", "me", "my", "our", "your", "the", "a", "an", "this", "that", "these", "those",
+	"team", "support", "admin", "user", "customer", "client", "agent", "assistant", "system", "bot", "tool", "guest",
+	"error", "warning", "info", "debug", "note", "todo", "fixme", "true", "false", "null", "none", "ok", "yes", "no",
+	"python", "java", "julia", "ruby", "rust", "go", "kotlin", "swift", "scala", "perl", "dart", "elixir", "erlang", "haskell",
+	"jenkins", "docker", "kubernetes", "kafka", "redis", "postgres", "mysql", "sqlite", "mongo", "nginx", "apache", "linux",
+	"windows", "ubuntu", "debian", "fedora", "alpine", "django", "flask", "rails", "react", "vue", "angular", "node", "deno",
+	"github", "gitlab", "jira", "slack", "zoom", "teams", "outlook", "gmail", "google", "amazon", "azure", "aws", "openai",
+	"claude", "gemini", "llama", "mistral", "copilot", "alexa", "siri", "cortana", "chrome", "firefox", "safari", "edge",
+	"ada", "pascal", "lisp", "cobol", "fortran", "jasmine", "mocha", "karma", "jest", "cypress", "helm", "terraform",
+	"christmas", "easter", "ramadan", "diwali", "thanksgiving", "halloween", "eid", "hanukkah",
+	"mr", "mrs", "ms", "dr",
+	"street", "road", "avenue", "north", "south", "east", "west", "central", "new", "old", "saint",
+	"ceo", "cto", "cfo", "vp", "hr", "it", "pm", "am", "id", "api", "url", "faq", "qa", "ui", "ux",
+)
+
+// orgSuffixes after a run make it an organisation, not a person or place.
+var orgSuffixes = setOf("inc", "ltd", "llc", "llp", "plc", "gmbh", "ag", "sa", "sas", "srl", "spa", "bv", "nv", "oy", "ab", "as",
+	"corp", "corporation", "co", "company", "group", "holdings", "bank", "university", "institute", "foundation", "labs",
+	"technologies", "technology", "systems", "solutions", "partners", "associates", "hospital", "clinic", "school", "college",
+	"airlines", "airways", "motors", "pharma", "capital", "ventures", "consulting", "software", "media", "studios", "fc",
+	"council", "agency", "ministry", "department", "committee", "press", "times", "post", "journal", "news", "hotel")
+
+// placePreps before a word make a place reading likely.
+var placePreps = setOf("in", "at", "from", "to", "near", "into", "across", "via", "toward", "towards", "around",
+	"throughout", "outside", "within", "visit", "visiting", "visited", "nach", "aus", "bei", "à", "en", "em", "na", "no",
+	"w", "во", "в", "из", "fly", "flying", "flew", "moved", "relocating", "headquartered", "based", "located", "born", "city",
+	"of", "capital", "downtown", "office")
+
+// personVerbs after a run make a person reading likely.
+var personVerbs = setOf("said", "says", "wrote", "writes", "asked", "asks", "replied", "replies", "told", "tells",
+	"mentioned", "confirmed", "called", "emailed", "texted", "approved", "signed", "joined", "left", "thinks", "thought",
+	"agreed", "explained", "reported", "noted", "added", "is", "was", "has", "had", "will", "would", "can", "could")
+
+// personKeys and placeKeys are JSON/YAML/form keys whose value is a person
+// or a place ("name": "Ana Souza", City: Porto).
+var personKeys = setOf("name", "fullname", "full_name", "first_name", "firstname", "last_name", "lastname", "surname",
+	"given_name", "family_name", "author", "assignee", "reporter", "owner", "contact", "customer", "customer_name",
+	"patient", "employee", "recipient", "sender", "from", "to", "cc", "manager", "signed_by", "requester", "attendee",
+	"passenger", "traveler", "traveller", "guest_name", "user_name", "display_name", "contact_name", "nom", "prénom", "vorname", "nachname")
+
+var placeKeys = setOf("city", "country", "location", "address", "region", "state", "province", "place", "destination",
+	"origin", "birthplace", "hometown", "town", "county", "ort", "stadt", "land", "ville", "pays", "ciudad", "país")
+
+// greetings before a name ("Dear Ana", "Hi Tomás,").
+var greetings = setOf("hi", "hello", "hey", "dear", "thanks", "thank", "cheers", "welcome", "congrats", "congratulations",
+	"hallo", "liebe", "lieber", "bonjour", "cher", "chère", "hola", "estimado", "estimada", "ciao", "caro", "cara", "olá",
+	"привет", "здравствуйте", "morning", "evening", "afternoon", "ask", "cc", "ping", "meet", "met")
+
+// signOffs on the line before a name make it a signature.
+var signOffs = setOf("regards", "best", "thanks", "cheers", "sincerely", "yours", "warmly", "respectfully", "best regards",
+	"kind regards", "many thanks", "thank you", "warm regards", "all the best", "mit freundlichen grüßen", "cordialement",
+	"saludos", "un saludo", "atentamente", "cordiali saluti", "grüße", "viele grüße", "love", "talk soon", "br")
+
+// streetWords end (or, for the Romance ones, start) a street name.
+var streetWords = setOf("street", "st", "avenue", "ave", "road", "rd", "boulevard", "blvd", "lane", "ln", "drive", "way",
+	"court", "ct", "place", "pl", "square", "sq", "terrace", "parkway", "pkwy", "highway", "hwy", "crescent", "close", "row")
+
+var streetPrefixes = setOf("rue", "via", "calle", "avenida", "rua", "piazza", "plaza", "viale", "corso", "boulevard", "avenue", "ulica", "ul")
+
+var streetSuffixesDE = []string{"straße", "strasse", "str", "gasse", "weg", "platz", "allee", "ring", "damm", "gracht", "laan", "straat", "vej", "gatan", "gata", "veien"}
+
+func setOf(ws ...string) map[string]bool {
+	m := make(map[string]bool, len(ws))
+	for _, w := range ws {
+		m[w] = true
+	}
+	return m
+}
+
+// isUpperAt reports whether a capital letter starts at i and returns its
+// size.
+func isUpperAt(text string, i int) (bool, int) {
+	c := text[i]
+	if c < utf8.RuneSelf {
+		return c >= 'A' && c <= 'Z', 1
+	}
+	r, n := utf8.DecodeRuneInString(text[i:])
+	return unicode.IsUpper(r) || unicode.IsTitle(r), n
+}
+
+// caselessLetter reports whether r is a letter of a script without case
+// (Arabic, Hebrew, Devanagari, CJK...).
+func caselessLetter(r rune) bool {
+	return r >= 0x590 && unicode.IsLetter(r) && !unicode.IsUpper(r) && !unicode.IsLower(r)
+}
+
+// wordEnd returns the end of the word starting at i: letters and marks,
+// with inner apostrophes and hyphens followed by a letter.
+func wordEnd(text string, i int) int {
+	e := i
+	for e < len(text) {
+		c := text[e]
+		if c < utf8.RuneSelf {
+			if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
+				e++
+				continue
+			}
+			if (c == '\'' || c == '-') && e > i && e+1 < len(text) && isLetterAt(text, e+1) {
+				e++
+				continue
+			}
+			break
+		}
+		r, n := utf8.DecodeRuneInString(text[e:])
+		if r == '’' && e > i && e+n < len(text) && isLetterAt(text, e+n) {
+			e += n
+			continue
+		}
+		if !unicode.IsLetter(r) && !unicode.Is(unicode.Mn, r) && !unicode.Is(unicode.Mc, r) {
+			break
+		}
+		e += n
+	}
+	return e
+}
+
+func isLetterAt(text string, i int) bool {
+	c := text[i]
+	if c < utf8.RuneSelf {
+		return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	r, _ := utf8.DecodeRuneInString(text[i:])
+	return unicode.IsLetter(r)
+}
+
+// lowerKey lower-cases an ASCII word without allocating more than the
+// key; other words go through strings.ToLower.
+func lowerKey(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return strings.ToLower(s)
+		}
+	}
+	var buf [maxNameBytes]byte
+	if len(s) > len(buf) {
+		return strings.ToLower(s)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return string(buf[:len(s)])
+}
+
+// codeLike reports whether the word [s, e) is part of a code identifier:
+// joined to digits, underscores, dots, slashes or a call's parenthesis, or
+// in camelCase.
+func codeLike(text string, s, e int) bool {
+	if s > 0 {
+		switch text[s-1] {
+		case '.', '_', '/', '\\', '$', '#', '<', '`', '=', '{', '[', '@', '&', '%', '*':
+			return true
+		}
+	}
+	if e < len(text) {
+		switch c := text[e]; {
+		case c == '_' || c == '(' || c == '/' || c == '\\' || c == '`' || c == '>' || c == '=' || isDigit(c):
+			return true
+		case c == '.' && e+1 < len(text) && isAlnumByte(text[e+1]):
+			return true
+		case c == ':' && e+1 < len(text) && text[e+1] == ':':
+			return true
+		}
+	}
+	// camelCase: a capital after a lower-case letter, except the name
+	// shapes McDonald, MacArthur, DeShawn, LaToya, O'Brien (the apostrophe
+	// is inside the word), DiCaprio.
+	w := text[s:e]
+	for i := 1; i < len(w); i++ {
+		if w[i] >= 'A' && w[i] <= 'Z' && w[i-1] >= 'a' && w[i-1] <= 'z' {
+			p := w[:i]
+			if p == "Mc" || p == "Mac" || p == "De" || p == "La" || p == "Di" || p == "Le" || p == "Van" || p == "Da" {
+				continue
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// allCaps reports whether a word of two or more letters has no lower-case
+// letter (an acronym or a constant).
+func allCaps(w string) bool {
+	if len(w) < 2 {
+		return false
+	}
+	for _, r := range w {
+		if unicode.IsLower(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// scanNames reads the run of capitalised words (with name particles and
+// titles) starting at i, adds its PERSON and LOCATION findings, and
+// returns the end of the run (> i).
+func scanNames(text string, i int, person, place bool, add func(string, int, int, float64)) int {
+	var ws [maxRunWords]word
+	n := 0
+	e := i
+	for n < maxRunWords && e < len(text) {
+		up, _ := isUpperAt(text, e)
+		we := wordEnd(text, e)
+		if we == e {
+			break
+		}
+		raw := text[e:we]
+		w := word{start: e, end: we}
+		if !up {
+			w.key = lowerKey(raw)
+			if !particles[w.key] || n == 0 {
+				break
+			}
+			w.particle = true
+		} else {
+			if allCaps(raw) && (we-e > 3 || n == 0 && !(we < len(text) && text[we] == '.')) || codeLike(text, e, we) || we-e > maxNameBytes {
+				break
+			}
+			w.key = lowerKey(raw)
+			w.title = titles[w.key]
+			if !w.title {
+				w.f = gazetteer.Lookup(w.key)
+			}
+		}
+		// A title or an initial may be followed by a dot.
+		if we < len(text) && text[we] == '.' && (w.title || utf8.RuneCountInString(raw) == 1) {
+			we++
+			w.end = we
+		}
+		ws[n] = w
+		n++
+		e = we
+		// Words are separated by one space (or a non-breaking one).
+		if e+1 < len(text) && text[e] == ' ' && text[e+1] != ' ' {
+			e++
+		} else if strings.HasPrefix(text[e:], "\u00a0") {
+			e += 2
+		} else {
+			break
+		}
+	}
+	// Trailing particles belong to the next word, not this run.
+	for n > 0 && ws[n-1].particle {
+		n--
+	}
+	if n == 0 {
+		// One word, skipped (all capitals, code): continue after it.
+		return max(wordEnd(text, i), i+1)
+	}
+	runEnd := ws[n-1].end
+	next := nextWord(text, runEnd)
+	if orgSuffixes[next] {
+		return runEnd
+	}
+	c := nameContext(text, ws[0].start)
+	classifyRun(text, ws[:n], c, next, person, place, add)
+	return runEnd
+}
+
+// ctx is what comes before a run.
+type ctx struct {
+	sentenceStart bool
+	prev          string // the word before, lower case
+	personCue     bool   // greeting, "my name is", name key, signature
+	placeCue      bool   // preposition, location key
+}
+
+// nameContext looks at most some 80 bytes back from the start s of a run.
+func nameContext(text string, s int) ctx {
+	var c ctx
+	j := s
+	for j > 0 && (text[j-1] == ' ' || text[j-1] == '\t' || text[j-1] == '"' || text[j-1] == '\'' || text[j-1] == '*' || text[j-1] == '(') {
+		j--
+	}
+	if j == 0 {
+		c.sentenceStart = true
+		return c
+	}
+	switch text[j-1] {
+	case '.', '!', '?', '\n', '\r', '>', '|', '-':
+		c.sentenceStart = true
+		if text[j-1] == '\n' {
+			c.personCue = signatureBefore(text, j-1)
+		}
+		return c
+	case ':', '=':
+		// "Name: Ana", "name": "Ana", city=Porto
+		c.sentenceStart = true
+		k := j - 1
+		for k > 0 && (text[k-1] == ' ' || text[k-1] == '"' || text[k-1] == '\'') {
+			k--
+		}
+		ks := k
+		for ks > 0 && (isAlnumByte(text[ks-1]) || text[ks-1] == '_') && k-ks < 32 {
+			ks--
+		}
+		key := lowerKey(text[ks:k])
+		c.prev = key
+		c.personCue = personKeys[key] || strings.HasSuffix(key, "_name") && !strings.Contains(key, "file") && !strings.Contains(key, "host")
+		c.placeCue = placeKeys[key] || strings.HasSuffix(key, "_city") || strings.HasSuffix(key, "_country")
+		return c
+	case ',':
+		// "Thanks, Ana" / "Hi, Ana"
+		w := lastWord(text, j-1)
+		c.personCue = greetings[w] || signOffs[w]
+		c.prev = ","
+		return c
+	}
+	w := lastWord(text, j)
+	c.prev = w
+	if greetings[w] {
+		c.personCue = true
+	}
+	if placePreps[w] {
+		c.placeCue = true
+	}
+	// "my name is", "I'm", "I am", "this is", "call me", "named", "by"
+	switch w {
+	case "is", "am", "im", "i'm", "me", "named", "called", "by", "with", "for", "and":
+		b := strings.ToLower(text[max(0, j-16):j])
+		if strings.HasSuffix(b, "name is") || strings.HasSuffix(b, "i am") || strings.HasSuffix(b, "i'm") || strings.HasSuffix(b, "this is") ||
+			strings.HasSuffix(b, "call me") || w == "named" || strings.HasSuffix(b, "i’m") {
+			c.personCue = true
+		}
+	}
+	return c
+}
+
+// lastWord returns the lower-cased word ending at j (skipping spaces), at
+// most 24 bytes long.
+func lastWord(text string, j int) string {
+	for j > 0 && text[j-1] == ' ' {
+		j--
+	}
+	s := j
+	for s > 0 && j-s < 24 && (text[s-1] >= 0x80 || text[s-1] >= 'a' && text[s-1] <= 'z' || text[s-1] >= 'A' && text[s-1] <= 'Z' || text[s-1] == '\'') {
+		s--
+	}
+	for s < j && text[s] >= 0x80 && text[s] < 0xC0 {
+		s++ // cut at a rune start
+	}
+	return lowerKey(text[s:j])
+}
+
+// nextWord returns the lower-cased word after a run's end (after spaces or
+// a comma), "" when there is none nearby.
+func nextWord(text string, e int) string {
+	j := e
+	for j < len(text) && j-e < 3 && (text[j] == ' ' || text[j] == ',') {
+		j++
+	}
+	if j == e || j >= len(text) {
+		return ""
+	}
+	we := wordEnd(text, j)
+	if we-j > 24 {
+		return ""
+	}
+	return lowerKey(text[j:we])
+}
+
+// signatureBefore reports whether the line ending at nl (a '\n') is a
+// sign-off such as "Best regards," or "Thanks,".
+func signatureBefore(text string, nl int) bool {
+	j := nl
+	for j > 0 && (text[j-1] == '\r' || text[j-1] == ' ') {
+		j--
+	}
+	if j == 0 || text[j-1] != ',' && text[j-1] != '!' {
+		return false
+	}
+	s := j - 1
+	for s > 0 && text[s-1] != '\n' && j-s < 40 {
+		s--
+	}
+	line := strings.ToLower(strings.TrimSpace(text[s : j-1]))
+	return signOffs[line]
+}
+
+// classifyRun decides what the words of one run are.
+func classifyRun(text string, ws []word, c ctx, next string, person, place bool, add func(string, int, int, float64)) {
+	emit := func(typ string, a, b int, score float64) {
+		if a >= b {
+			return
+		}
+		if typ == EntityPerson && person || typ == EntityLocation && place {
+			add(typ, ws[a].start, ws[b-1].end, score)
+		}
+	}
+	// A title: the name-like words after it are a person.
+	if ws[0].title {
+		b := 1
+		for b < len(ws) && !ws[b].title && ws[b].nameLike() && !(ws[b].f.Place() && !ws[b].f.Person()) {
+			b++
+		}
+		if b > 1 {
+			emit(EntityPerson, 1, b, 0.85)
+		}
+		if b < len(ws) {
+			classifyRun(text, ws[b:], ctx{}, next, person, place, add)
+		}
+		return
+	}
+	// Street addresses: "221B Baker Street", "Hauptstraße 5", "Rue de Rivoli".
+	if a, b, ok := streetAddress(text, ws); ok {
+		if place {
+			add(EntityLocation, a, b, 0.85)
+		}
+		return
+	}
+	// Longest multi-word place at the start ("New York", "Rio de Janeiro").
+	if len(ws) >= 2 && ws[0].f&gazetteer.MultiStart != 0 {
+		for k := len(ws); k >= 2; k-- {
+			key := runKey(ws[:k])
+			if f := gazetteer.Lookup(key); f.Place() && (f&(gazetteer.Country|gazetteer.Region|gazetteer.BigCity) != 0 || c.placeCue || placeFollows(text, ws[k-1].end)) {
+				emit(EntityLocation, 0, k, 0.85)
+				if k < len(ws) {
+					classifyRun(text, ws[k:], ctx{}, next, person, place, add)
+				}
+				return
+			}
+		}
+	}
+	// A sentence-initial ordinary word is not a name: "Please", "Will you".
+	for len(ws) > 0 && c.sentenceStart && !c.personCue && !c.placeCue && (ws[0].common() && !(len(ws) > 1 && ws[0].f&gazetteer.Given != 0 && ws[1].f.Person() && !ws[1].common())) {
+		if greetings[ws[0].key] {
+			c = ctx{prev: ws[0].key, personCue: true}
+		} else {
+			c = ctx{prev: ws[0].key, placeCue: placePreps[ws[0].key]}
+		}
+		ws = ws[1:]
+	}
+	if len(ws) == 0 {
+		return
+	}
+	if greetings[ws[0].key] && len(ws) > 1 {
+		c = ctx{prev: ws[0].key, personCue: true}
+		ws = ws[1:]
+	}
+	// A place key or preposition before a run of place names.
+	if c.placeCue && !c.personCue {
+		k := 0
+		for k < len(ws) && k < 4 && (ws[k].f.Place() || ws[k].f == 0 && (c.prev == "city" || placeKeys[c.prev])) {
+			k++
+		}
+		if k > 0 && (ws[0].f.Place()) && !(ws[0].f&gazetteer.Given != 0 && k < len(ws) && ws[k].f.Person() && !ws[k].f.Place()) {
+			emit(EntityLocation, 0, k, 0.8)
+			if k < len(ws) {
+				classifyRun(text, ws[k:], ctx{}, next, person, place, add)
+			}
+			return
+		}
+		if k > 0 && placeKeys[c.prev] {
+			emit(EntityLocation, 0, k, 0.7)
+			return
+		}
+	}
+	// A person cue: the name-like words are a person.
+	if c.personCue || personVerbs[next] && len(ws) >= 2 {
+		b := 0
+		for b < len(ws) && b < 4 && ws[b].nameLike() && !ws[b].common() && !(ws[b].f.Place() && !ws[b].f.Person() && ws[b].f&gazetteer.City == 0) {
+			b++
+		}
+		if b > 0 {
+			emit(EntityPerson, 0, b, 0.85)
+			if b < len(ws) {
+				classifyRun(text, ws[b:], ctx{}, next, person, place, add)
+			}
+			return
+		}
+	}
+	// Given name + surname (or surname + given name), or a given name and
+	// an unknown capitalised word.
+	if len(ws) >= 2 {
+		b := personSpan(ws, c)
+		if b > 0 {
+			emit(EntityPerson, 0, b, 0.85)
+			if b < len(ws) {
+				classifyRun(text, ws[b:], ctx{}, next, person, place, add)
+			}
+			return
+		}
+	}
+	w := ws[0]
+	rest := func() {
+		if len(ws) > 1 {
+			classifyRun(text, ws[1:], ctx{}, next, person, place, add)
+		}
+	}
+	switch f := w.f; {
+	case stopWords[w.key] || w.particle:
+	case f&(gazetteer.Country|gazetteer.Region) != 0 && !(f&gazetteer.Given != 0 && (c.personCue || personVerbs[next] && !c.placeCue)):
+		if !(w.common() && c.sentenceStart) {
+			emit(EntityLocation, 0, 1, 0.85)
+		}
+	case f&gazetteer.City != 0 && (c.placeCue || placeFollows(text, w.end)):
+		emit(EntityLocation, 0, 1, 0.8)
+	case f&gazetteer.BigCity != 0 && f&gazetteer.Given == 0 && !w.common():
+		emit(EntityLocation, 0, 1, 0.7)
+	case f&gazetteer.Given != 0 && !w.common() && (len(ws) == 1 || !ws[1].f.Place()):
+		emit(EntityPerson, 0, 1, 0.65)
+	case f&gazetteer.Surname != 0 && !w.common() && (personVerbs[next] && len(ws) == 1 && !c.sentenceStart):
+		emit(EntityPerson, 0, 1, 0.6)
+	}
+	rest()
+}
+
+// personSpan returns how many leading words of ws form a person's name
+// without a cue (0: none).
+func personSpan(ws []word, c ctx) int {
+	a, b := ws[0], ws[1]
+	given := func(w word) bool { return w.f&gazetteer.Given != 0 }
+	surname := func(w word) bool { return w.f&gazetteer.Surname != 0 || w.f&gazetteer.Given != 0 }
+	unknown := func(w word) bool { return w.f == 0 && !stopWords[w.key] && utf8.RuneCountInString(w.key) >= 2 }
+	allCommon := a.common() && b.common()
+	ok := false
+	switch {
+	case given(a) && (surname(b) || b.particle) && !(allCommon && c.sentenceStart):
+		ok = !(a.common() && b.f.Place() && !b.f.Person())
+	case given(a) && !a.common() && unknown(b):
+		ok = true
+	case a.f&gazetteer.Surname != 0 && given(b) && !a.common() && !b.common():
+		ok = true
+	}
+	if !ok || stopWords[a.key] && !given(a) {
+		return 0
+	}
+	k := 2
+	for k < len(ws) && k < 5 && (ws[k].particle || surname(ws[k]) && !ws[k].common() || unknown(ws[k]) && ws[k-1].particle) {
+		k++
+	}
+	for k > 1 && ws[k-1].particle {
+		k--
+	}
+	return k
+}
+
+// runKey joins the keys of ws with single spaces.
+func runKey(ws []word) string {
+	var b strings.Builder
+	for i, w := range ws {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(w.key)
+	}
+	return b.String()
+}
+
+// placeFollows reports whether ", <Country or region>" or ", XX" (a state
+// code) follows position e.
+func placeFollows(text string, e int) bool {
+	if e+3 >= len(text) || text[e] != ',' || text[e+1] != ' ' {
+		return false
+	}
+	j := e + 2
+	we := wordEnd(text, j)
+	if we == j || we-j > 32 {
+		return false
+	}
+	w := text[j:we]
+	if len(w) == 2 && allCaps(w) {
+		return true
+	}
+	if up, _ := isUpperAt(text, j); !up {
+		return false
+	}
+	f := gazetteer.Lookup(lowerKey(w))
+	return f&(gazetteer.Country|gazetteer.Region) != 0
+}
+
+// streetAddress finds a street address in a run: a house number before
+// it and a street word at its end ("221B Baker Street"), a German-style
+// street name with a number after it ("Hauptstraße 5"), or a Romance
+// prefix ("Rue de Rivoli", "Via Roma 10"). It returns byte offsets.
+func streetAddress(text string, ws []word) (int, int, bool) {
+	last := ws[len(ws)-1]
+	start := ws[0].start
+	// House number before: "221B ", "10 ".
+	j := start
+	if j > 0 && text[j-1] == ' ' {
+		k := j - 1
+		for k > 0 && (isAlnumByte(text[k-1]) && k-1 >= j-7) {
+			k--
+		}
+		if k < j-1 && isDigit(text[k]) && tokenStart(text, k) {
+			num := true
+			for p := k; p < j-1; p++ {
+				if !isDigit(text[p]) && !(p == j-2 && text[p] >= 'A' && text[p] <= 'Z') && !(p == j-2 && text[p] >= 'a' && text[p] <= 'z') {
+					num = false
+				}
+			}
+			if num && len(ws) >= 2 && streetWords[strings.TrimSuffix(last.key, ".")] {
+				return k, last.end, true
+			}
+		}
+	}
+	numberAfter := func(e int) int {
+		if e+1 < len(text) && text[e] == ' ' && isDigit(text[e+1]) {
+			k := e + 1
+			for k < len(text) && k-e < 6 && (isDigit(text[k]) || text[k] >= 'a' && text[k] <= 'z' && k > e+1) {
+				k++
+			}
+			if tokenEnd(text, k) {
+				return k
+			}
+		}
+		return 0
+	}
+	for _, w := range ws {
+		for _, suf := range streetSuffixesDE {
+			if len(w.key) > len(suf)+2 && strings.HasSuffix(w.key, suf) {
+				if k := numberAfter(w.end); k > 0 {
+					return start, k, true
+				}
+			}
+		}
+	}
+	if streetPrefixes[ws[0].key] && len(ws) >= 2 {
+		if k := numberAfter(last.end); k > 0 {
+			return start, k, true
+		}
+		if j > 0 && isDigit(text[max(0, j-2)]) {
+			return start, last.end, true
+		}
+	}
+	return 0, 0, false
+}
+
+// scanCaseless handles a word of a script without case at i (Arabic,
+// Hebrew, Devanagari, CJK...): a word that is a country, region or large
+// city is a place; two name words in a row are a person. It returns the
+// end of what it consumed.
+func scanCaseless(text string, i int, person, place bool, add func(string, int, int, float64)) int {
+	e := wordEnd(text, i)
+	if e == i {
+		_, n := utf8.DecodeRuneInString(text[i:])
+		return i + n
+	}
+	if e-i > maxNameBytes {
+		return e
+	}
+	f := gazetteer.Lookup(strings.ToLower(text[i:e]))
+	if f&(gazetteer.Country|gazetteer.Region|gazetteer.BigCity) != 0 && !f.Person() {
+		if place {
+			add(EntityLocation, i, e, 0.8)
+		}
+		return e
+	}
+	if f.Person() && e+1 < len(text) && text[e] == ' ' {
+		e2 := wordEnd(text, e+1)
+		if e2 > e+1 && e2-e <= maxNameBytes {
+			if r, _ := utf8.DecodeRuneInString(text[e+1:]); caselessLetter(r) {
+				if g := gazetteer.Lookup(strings.ToLower(text[e+1 : e2])); g.Person() {
+					if person {
+						add(EntityPerson, i, e2, 0.75)
+					}
+					return e2
+				}
+			}
+		}
+	}
+	return e
+}
