@@ -62,11 +62,30 @@ type word struct {
 	particle   bool // van, de, bin... (lower case inside a name)
 }
 
-func (w word) common() bool { return w.f&gazetteer.Common != 0 || stopWords[w.key] }
+func (w word) common() bool {
+	return w.f&gazetteer.Common != 0 || stopWords[w.key] || moreStopWords[w.key]
+}
+
+// stop: never a name by itself.
+func (w word) stop() bool { return stopWords[w.key] || moreStopWords[w.key] || techWords[w.key] }
 
 // nameLike: could be part of a person's name.
 func (w word) nameLike() bool {
-	return w.particle || w.f.Person() || (w.f == 0 && !stopWords[w.key])
+	return !w.title && (w.particle || w.f.Person() || (w.f == 0 && !w.stop()))
+}
+
+// givenName: a known given name (or a name of either kind).
+func (w word) givenName() bool { return w.f&(gazetteer.Given|gazetteer.Name) != 0 }
+
+// surnameLike: a known name of any kind, or a small town's name (many
+// surnames are), not an ordinary word.
+func (w word) surnameLike() bool {
+	return w.f.Person() || w.f&(gazetteer.City|gazetteer.Country|gazetteer.Region|gazetteer.BigCity) == gazetteer.City && !w.common()
+}
+
+// unknownName: a capitalised word in no list, not a stop word.
+func (w word) unknownName() bool {
+	return w.f&^gazetteer.MultiStart == 0 && !w.stop() && !w.title && !w.particle && utf8.RuneCountInString(w.key) >= 2
 }
 
 var titles = setOf("mr", "mrs", "ms", "miss", "mx", "dr", "prof", "professor", "sir", "dame", "madam", "madame",
@@ -90,6 +109,11 @@ var stopWords = setOf(
 	"i", "you", "he", "she", "we", "they", "it", "me", "my", "our", "your", "the", "a", "an", "this", "that", "these", "those",
 	"team", "support", "admin", "user", "customer", "client", "agent", "assistant", "system", "bot", "tool", "guest",
 	"error", "warning", "info", "debug", "note", "todo", "fixme", "true", "false", "null", "none", "ok", "yes", "no",
+)
+
+// techWords are product and language names that are also given names or
+// places: never a name alone, but "Julia Wagner" is one.
+var techWords = setOf(
 	"python", "java", "julia", "ruby", "rust", "go", "kotlin", "swift", "scala", "perl", "dart", "elixir", "erlang", "haskell",
 	"jenkins", "docker", "kubernetes", "kafka", "redis", "postgres", "mysql", "sqlite", "mongo", "nginx", "apache", "linux",
 	"windows", "ubuntu", "debian", "fedora", "alpine", "django", "flask", "rails", "react", "vue", "angular", "node", "deno",
@@ -97,6 +121,9 @@ var stopWords = setOf(
 	"claude", "gemini", "llama", "mistral", "copilot", "alexa", "siri", "cortana", "chrome", "firefox", "safari", "edge",
 	"ada", "pascal", "lisp", "cobol", "fortran", "jasmine", "mocha", "karma", "jest", "cypress", "helm", "terraform",
 	"christmas", "easter", "ramadan", "diwali", "thanksgiving", "halloween", "eid", "hanukkah",
+)
+
+var moreStopWords = setOf(
 	"mr", "mrs", "ms", "dr",
 	"street", "road", "avenue", "north", "south", "east", "west", "central", "new", "old", "saint",
 	"ceo", "cto", "cfo", "vp", "hr", "it", "pm", "am", "id", "api", "url", "faq", "qa", "ui", "ux",
@@ -112,7 +139,7 @@ var orgSuffixes = setOf("inc", "ltd", "llc", "llp", "plc", "gmbh", "ag", "sa", "
 // placePreps before a word make a place reading likely.
 var placePreps = setOf("in", "at", "from", "to", "near", "into", "across", "via", "toward", "towards", "around",
 	"throughout", "outside", "within", "visit", "visiting", "visited", "nach", "aus", "bei", "à", "en", "em", "na", "no",
-	"w", "во", "в", "из", "fly", "flying", "flew", "moved", "relocating", "headquartered", "based", "located", "born", "city",
+	"w", "во", "в", "из", "a", "fly", "flying", "flew", "moved", "relocating", "headquartered", "based", "located", "born", "city",
 	"of", "capital", "downtown", "office")
 
 // personVerbs after a run make a person reading likely.
@@ -124,7 +151,7 @@ var personVerbs = setOf("said", "says", "wrote", "writes", "asked", "asks", "rep
 // or a place ("name": "Ana Souza", City: Porto).
 var personKeys = setOf("name", "fullname", "full_name", "first_name", "firstname", "last_name", "lastname", "surname",
 	"given_name", "family_name", "author", "assignee", "reporter", "owner", "contact", "customer", "customer_name",
-	"patient", "employee", "recipient", "sender", "from", "to", "cc", "manager", "signed_by", "requester", "attendee",
+	"patient", "employee", "recipient", "sender", "cc", "manager", "signed_by", "requester", "attendee",
 	"passenger", "traveler", "traveller", "guest_name", "user_name", "display_name", "contact_name", "nom", "prénom", "vorname", "nachname")
 
 var placeKeys = setOf("city", "country", "location", "address", "region", "state", "province", "place", "destination",
@@ -143,6 +170,10 @@ var signOffs = setOf("regards", "best", "thanks", "cheers", "sincerely", "yours"
 // streetWords end (or, for the Romance ones, start) a street name.
 var streetWords = setOf("street", "st", "avenue", "ave", "road", "rd", "boulevard", "blvd", "lane", "ln", "drive", "way",
 	"court", "ct", "place", "pl", "square", "sq", "terrace", "parkway", "pkwy", "highway", "hwy", "crescent", "close", "row")
+
+var longStreetWords = setOf("street", "avenue", "road", "boulevard", "lane", "drive", "parkway", "highway", "terrace", "crescent")
+
+var compass = setOf("n", "s", "e", "w", "nw", "ne", "sw", "se")
 
 var streetPrefixes = setOf("rue", "via", "calle", "avenida", "rua", "piazza", "plaza", "viale", "corso", "boulevard", "avenue", "ulica", "ul")
 
@@ -240,7 +271,7 @@ func lowerKey(s string) string {
 func codeLike(text string, s, e int) bool {
 	if s > 0 {
 		switch text[s-1] {
-		case '.', '_', '/', '\\', '$', '#', '<', '`', '=', '{', '[', '@', '&', '%', '*':
+		case '.', '_', '/', '\\', '$', '#', '<', '`', '{', '[', '@', '&', '%', '*':
 			return true
 		}
 	}
@@ -356,6 +387,22 @@ type ctx struct {
 	prev          string // the word before, lower case
 	personCue     bool   // greeting, "my name is", name key, signature
 	placeCue      bool   // preposition, location key
+	thingKey      bool   // a key whose value is a thing ("hotel", "title")
+}
+
+// thingKeys are keys whose value names a thing, not a person.
+var thingKeys = setOf("hotel", "company", "title", "product", "org", "organization", "organisation", "team", "project",
+	"subject", "event", "room", "repo", "repository", "venue", "restaurant", "brand", "vendor", "component", "category",
+	"status", "type", "kind", "label", "model", "tool", "function", "service", "app")
+
+// mailboxFollows reports whether " <...@...>" follows position e.
+func mailboxFollows(text string, e int) bool {
+	if e+2 >= len(text) || text[e] != ' ' || text[e+1] != '<' {
+		return false
+	}
+	rest := text[e+2 : min(len(text), e+2+80)]
+	gt := strings.IndexByte(rest, '>')
+	return gt > 0 && strings.IndexByte(rest[:gt], '@') > 0
 }
 
 // nameContext looks at most some 80 bytes back from the start s of a run.
@@ -391,6 +438,7 @@ func nameContext(text string, s int) ctx {
 		c.prev = key
 		c.personCue = personKeys[key] || strings.HasSuffix(key, "_name") && !strings.Contains(key, "file") && !strings.Contains(key, "host")
 		c.placeCue = placeKeys[key] || strings.HasSuffix(key, "_city") || strings.HasSuffix(key, "_country")
+		c.thingKey = thingKeys[key]
 		return c
 	case ',':
 		// "Thanks, Ana" / "Hi, Ana"
@@ -515,7 +563,7 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 		}
 	}
 	// A sentence-initial ordinary word is not a name: "Please", "Will you".
-	for len(ws) > 0 && c.sentenceStart && !c.personCue && !c.placeCue && (ws[0].common() && !(len(ws) > 1 && ws[0].f&gazetteer.Given != 0 && ws[1].f.Person() && !ws[1].common())) {
+	for len(ws) > 0 && c.sentenceStart && !c.personCue && !c.placeCue && ws[0].common() && (len(ws) != 2 || !(ws[0].givenName() && ws[1].f.Person() && !ws[1].common())) {
 		if greetings[ws[0].key] {
 			c = ctx{prev: ws[0].key, personCue: true}
 		} else {
@@ -529,6 +577,21 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 	if greetings[ws[0].key] && len(ws) > 1 {
 		c = ctx{prev: ws[0].key, personCue: true}
 		ws = ws[1:]
+	}
+	if ws[0].title {
+		classifyRun(text, ws, c, next, person, place, add)
+		return
+	}
+	if c.thingKey {
+		// "hotel": "Harbour View": a place at most.
+		if ws[0].f.Place() && !ws[0].common() {
+			emit(EntityLocation, 0, 1, 0.6)
+		}
+		return
+	}
+	// "Tunde Bakare <tunde@example.ng>": a mailbox's display name.
+	if !c.personCue && mailboxFollows(text, ws[len(ws)-1].end) && len(ws) <= 4 {
+		c.personCue = true
 	}
 	// A place key or preposition before a run of place names.
 	if c.placeCue && !c.personCue {
@@ -551,7 +614,7 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 	// A person cue: the name-like words are a person.
 	if c.personCue || personVerbs[next] && len(ws) >= 2 {
 		b := 0
-		for b < len(ws) && b < 4 && ws[b].nameLike() && !ws[b].common() && !(ws[b].f.Place() && !ws[b].f.Person() && ws[b].f&gazetteer.City == 0) {
+		for b < len(ws) && b < 4 && ws[b].nameLike() && (!ws[b].common() || b > 0 && ws[b].f.Person()) && !(ws[b].f.Place() && !ws[b].f.Person() && ws[b].f&gazetteer.City == 0) {
 			b++
 		}
 		if b > 0 {
@@ -581,14 +644,14 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 		}
 	}
 	switch f := w.f; {
-	case stopWords[w.key] || w.particle:
+	case w.stop() || w.particle || c.thingKey:
 	case f&(gazetteer.Country|gazetteer.Region) != 0 && !(f&gazetteer.Given != 0 && (c.personCue || personVerbs[next] && !c.placeCue)):
 		if !(w.common() && c.sentenceStart) {
 			emit(EntityLocation, 0, 1, 0.85)
 		}
 	case f&gazetteer.City != 0 && (c.placeCue || placeFollows(text, w.end)):
 		emit(EntityLocation, 0, 1, 0.8)
-	case f&gazetteer.BigCity != 0 && f&gazetteer.Given == 0 && !w.common():
+	case f&gazetteer.BigCity != 0 && !w.common() && !c.personCue && !(personVerbs[next] && f&gazetteer.Given != 0):
 		emit(EntityLocation, 0, 1, 0.7)
 	case f&gazetteer.Given != 0 && !w.common() && (len(ws) == 1 || !ws[1].f.Place()):
 		emit(EntityPerson, 0, 1, 0.65)
@@ -602,24 +665,31 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 // without a cue (0: none).
 func personSpan(ws []word, c ctx) int {
 	a, b := ws[0], ws[1]
-	given := func(w word) bool { return w.f&gazetteer.Given != 0 }
-	surname := func(w word) bool { return w.f&gazetteer.Surname != 0 || w.f&gazetteer.Given != 0 }
-	unknown := func(w word) bool { return w.f == 0 && !stopWords[w.key] && utf8.RuneCountInString(w.key) >= 2 }
-	allCommon := a.common() && b.common()
+	if a.title || b.title || a.particle || stopWords[a.key] || moreStopWords[a.key] || b.stop() && !b.f.Person() {
+		return 0
+	}
 	ok := false
 	switch {
-	case given(a) && (surname(b) || b.particle) && !(allCommon && c.sentenceStart):
-		ok = !(a.common() && b.f.Place() && !b.f.Person())
-	case given(a) && !a.common() && unknown(b):
+	case a.givenName() && (b.surnameLike() || b.particle || b.unknownName()):
+		// "Will Smith" at a sentence start is as likely "Will Smith's
+		// team..." as "Will [you]...": two ordinary words there are not
+		// taken; an ordinary word before a place is not a name.
+		ok = !(a.common() && b.common() && c.sentenceStart) && !(a.common() && b.f.Place() && !b.f.Person())
+		if a.f&gazetteer.Given == 0 && b.unknownName() {
+			ok = false // a name of either kind and a word in no list: too weak
+		}
+	case a.f&(gazetteer.Surname|gazetteer.Name) != 0 && b.f&gazetteer.Given != 0 && !a.common() && !b.common():
+		ok = true // family name first: "Zhang Wei", "Tanaka Hiroshi"
+	case a.unknownName() && b.f&(gazetteer.Surname|gazetteer.Name) != 0 && !b.common() && !c.sentenceStart:
 		ok = true
-	case a.f&gazetteer.Surname != 0 && given(b) && !a.common() && !b.common():
-		ok = true
+	case a.unknownName() && b.unknownName() && personPreps[c.prev]:
+		ok = true // "assigned to Nikos Papadopoulos"
 	}
-	if !ok || stopWords[a.key] && !given(a) {
+	if !ok {
 		return 0
 	}
 	k := 2
-	for k < len(ws) && k < 5 && (ws[k].particle || surname(ws[k]) && !ws[k].common() || unknown(ws[k]) && ws[k-1].particle) {
+	for k < len(ws) && k < 5 && (ws[k].particle || ws[k].surnameLike() && !ws[k].common() || ws[k].unknownName()) {
 		k++
 	}
 	for k > 1 && ws[k-1].particle {
@@ -627,6 +697,10 @@ func personSpan(ws []word, c ctx) int {
 	}
 	return k
 }
+
+// personPreps before two unknown capitalised words make them a person.
+var personPreps = setOf("by", "with", "to", "from", "for", "cc", "and", "contact", "customer", "caller", "user", "agent",
+	"manager", "colleague", "assigned", "ask", "tell", "call", "email", "mr", "mrs", "ms", "dr", "met", "thank", "thanks")
 
 // runKey joins the keys of ws with single spaces.
 func runKey(ws []word) string {
@@ -683,8 +757,14 @@ func streetAddress(text string, ws []word) (int, int, bool) {
 					num = false
 				}
 			}
-			if num && len(ws) >= 2 && streetWords[strings.TrimSuffix(last.key, ".")] {
-				return k, last.end, true
+			if num && len(ws) >= 2 {
+				end := len(ws) - 1
+				if compass[ws[end].key] && end >= 2 {
+					end--
+				}
+				if streetWords[ws[end].key] {
+					return k, ws[end].end, true
+				}
 			}
 		}
 	}
@@ -708,6 +788,9 @@ func streetAddress(text string, ws []word) (int, int, bool) {
 				}
 			}
 		}
+	}
+	if len(ws) >= 2 && longStreetWords[last.key] {
+		return start, last.end, true
 	}
 	if streetPrefixes[ws[0].key] && len(ws) >= 2 {
 		if k := numberAfter(last.end); k > 0 {

@@ -2,7 +2,7 @@
 // JSON object on stdout. Run by gen.go inside the directory where the
 // packages of package.json are installed.
 'use strict';
-const out = {given: [], surname: [], country: [], region: [], city: [], common: []};
+const out = {given: [], surname: [], name: [], country: [], region: [], city: [], common: []};
 
 // Given names and surnames: faker's person definitions, every locale but
 // the joke ones.
@@ -17,7 +17,7 @@ for (const loc of Object.keys(allFakers)) {
 }
 // humannames: some 200,000 given names and surnames (US sources) in one list.
 for (const n of require('fs').readFileSync(require.resolve('humannames/list.txt'), 'utf8').split('\n')) {
-  if (n) out.surname.push(n);
+  if (n) out.name.push(n);
 }
 
 // Countries: every name in every language of i18n-iso-countries.

@@ -36,10 +36,11 @@ const (
 	BigCity                      // a populated place of 100,000+ inhabitants
 	Common                       // an ordinary English word (SCOWL sizes 10-35)
 	MultiStart                   // the first word of a longer key ("new" of "new delhi")
+	Name                         // a given name or a surname (from a list that does not say which)
 )
 
 // Person reports whether f names a person's given name or surname.
-func (f Flags) Person() bool { return f&(Given|Surname) != 0 }
+func (f Flags) Person() bool { return f&(Given|Surname|Name) != 0 }
 
 // Place reports whether f names a country, region or city.
 func (f Flags) Place() bool { return f&(Country|Region|City) != 0 }

@@ -20,8 +20,10 @@ func TestLookup(t *testing.T) {
 		{"zürich", City, 0},
 		{"zurich", City, 0}, // folded form of "Zürich"
 		{"will", Common | Given, 0},
+		{"murphy", Given | Surname, 0},
 		{"new", MultiStart, 0},
-		{"sato", Surname, Place()},
+		{"sato", Name, Place()},
+		{"frankfurt", City | BigCity, 0}, // "Frankfurt am Main" without its qualifier
 		{"the quick", 0, ^Flags(0)},
 	}
 	for _, tt := range tests {

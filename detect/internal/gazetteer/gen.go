@@ -39,6 +39,7 @@ const (
 	fBigCity
 	fCommon
 	fMultiStart
+	fName // a given name or a surname (a list that does not say which)
 )
 
 // bigCity is the population from which a city's name alone is a place.
@@ -47,6 +48,7 @@ const bigCity = 100000
 type raw struct {
 	Given   []string
 	Surname []string
+	Name    []string
 	Country []string
 	Region  []string
 	City    [][2]json.RawMessage
@@ -115,6 +117,11 @@ func main() {
 			add(p, fSurname)
 		}
 	}
+	for _, n := range r.Name {
+		for _, p := range strings.Fields(n) {
+			add(p, fName)
+		}
+	}
 	for _, n := range r.Country {
 		add(n, fCountry)
 	}
@@ -132,11 +139,21 @@ func main() {
 			f |= fBigCity
 		}
 		add(name, f)
+		// "Frankfurt am Main", "Newcastle upon Tyne": also the name
+		// without its qualifier.
+		for _, q := range cityQualifiers {
+			if i := strings.Index(name, q); i > 0 {
+				add(name[:i], f)
+			}
+		}
 	}
 	for _, w := range r.Common {
 		if len(w) >= 2 && w == strings.ToLower(w) && !strings.ContainsAny(w, "'. ") {
 			t[w] |= fCommon
 		}
+	}
+	if len(t) > 0 && maxFlag() > 0xffff {
+		log.Fatal("flags do not fit 16 bits")
 	}
 	ks := make([]string, 0, len(t))
 	for k := range t {
@@ -166,6 +183,10 @@ func main() {
 	}
 	log.Printf("table.gz: %d entries, %d bytes", len(ks), buf.Len())
 }
+
+func maxFlag() int { return fName }
+
+var cityQualifiers = []string{" am ", " an der ", " upon ", " on ", " im ", " in der ", " ob der ", " sur ", " bei ", " (", "-sur-", "-upon-", "-on-"}
 
 // keys returns the table keys of a name: lower case, spaces collapsed,
 // and also without diacritics when that differs. Names with digits or

@@ -1,0 +1,208 @@
+package detect
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// corpusText is one labelled text of testdata/pii-corpus.
+type corpusText struct {
+	kind string
+	line int // line of its "===" header
+	text string
+	gold []Match // PERSON and LOCATION spans, code points
+}
+
+var corpusMark = regexp.MustCompile(`\[\[(PERSON|LOCATION):([^\]]+)\]\]`)
+
+// readCorpus parses corpus.txt (format: testdata/pii-corpus/README.md).
+func readCorpus(t testing.TB, path string) []corpusText {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corpusText
+	var cur *corpusText
+	var body []string
+	flush := func() {
+		if cur == nil {
+			return
+		}
+		raw := strings.Join(body, "\n")
+		var sb strings.Builder
+		last := 0
+		for _, m := range corpusMark.FindAllStringSubmatchIndex(raw, -1) {
+			sb.WriteString(raw[last:m[0]])
+			start := utf8.RuneCountInString(sb.String())
+			sb.WriteString(raw[m[4]:m[5]])
+			cur.gold = append(cur.gold, Match{Type: raw[m[2]:m[3]], Start: start, End: utf8.RuneCountInString(sb.String())})
+			last = m[1]
+		}
+		sb.WriteString(raw[last:])
+		cur.text = sb.String()
+		if strings.Contains(cur.text, "[[") {
+			t.Fatalf("%s:%d: malformed entity markup", path, cur.line)
+		}
+		out = append(out, *cur)
+	}
+	for i, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if strings.HasPrefix(l, "=== ") {
+			flush()
+			cur, body = &corpusText{kind: strings.TrimPrefix(l, "=== "), line: i + 1}, nil
+			continue
+		}
+		if cur == nil {
+			if l != "" && !strings.HasPrefix(l, "#") {
+				t.Fatalf("%s:%d: text before the first === header", path, i+1)
+			}
+			continue
+		}
+		body = append(body, l)
+	}
+	flush()
+	return out
+}
+
+// prf is precision, recall and F1 of counts.
+type prf struct{ tp, fp, fn int }
+
+func (c prf) p() float64 { return ratio(c.tp, c.tp+c.fp) }
+func (c prf) r() float64 { return ratio(c.tp, c.tp+c.fn) }
+func (c prf) f1() float64 {
+	if c.p()+c.r() == 0 {
+		return 0
+	}
+	return 2 * c.p() * c.r() / (c.p() + c.r())
+}
+func (c prf) String() string {
+	return fmt.Sprintf("P %.3f R %.3f F1 %.3f (tp %d fp %d fn %d)", c.p(), c.r(), c.f1(), c.tp, c.fp, c.fn)
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 1
+	}
+	return float64(a) / float64(b)
+}
+
+// scoreCorpus counts text-level and span-level results of got (one list
+// of findings per text) against the gold labels, per type.
+func scoreCorpus(texts []corpusText, got [][]Match) (textLevel, spanLevel map[string]*prf) {
+	textLevel = map[string]*prf{EntityPerson: {}, EntityLocation: {}}
+	spanLevel = map[string]*prf{EntityPerson: {}, EntityLocation: {}}
+	for i, ct := range texts {
+		for typ := range textLevel {
+			has := func(ms []Match) bool {
+				for _, m := range ms {
+					if m.Type == typ {
+						return true
+					}
+				}
+				return false
+			}
+			g, p := has(ct.gold), has(got[i])
+			switch {
+			case g && p:
+				textLevel[typ].tp++
+			case p:
+				textLevel[typ].fp++
+			case g:
+				textLevel[typ].fn++
+			}
+			key := func(m Match) string { return fmt.Sprintf("%d-%d", m.Start, m.End) }
+			gold := map[string]bool{}
+			for _, m := range ct.gold {
+				if m.Type == typ {
+					gold[key(m)] = true
+				}
+			}
+			for _, m := range got[i] {
+				if m.Type != typ {
+					continue
+				}
+				if gold[key(m)] {
+					spanLevel[typ].tp++
+					delete(gold, key(m))
+				} else {
+					spanLevel[typ].fp++
+				}
+			}
+			spanLevel[typ].fn += len(gold)
+		}
+	}
+	return textLevel, spanLevel
+}
+
+// TestNameCorpus measures the offline recogniser on the labelled corpus:
+// text level (does the text contain a PERSON / LOCATION) must reach
+// precision 0.90 and recall 0.85 for each type; span level is reported.
+// Run with -v to see the figures and every miss.
+func TestNameCorpus(t *testing.T) {
+	texts := readCorpus(t, "testdata/pii-corpus/corpus.txt")
+	negatives, cultures := 0, 0
+	for _, ct := range texts {
+		if strings.HasPrefix(ct.kind, "hard-negative") {
+			negatives++
+			if len(ct.gold) > 0 {
+				t.Errorf("corpus.txt:%d: a hard negative with entities", ct.line)
+			}
+		}
+	}
+	_ = cultures
+	if len(texts) < 300 || negatives < 100 {
+		t.Errorf("corpus has %d texts and %d hard negatives; want at least 300 and 100", len(texts), negatives)
+	}
+	got := make([][]Match, len(texts))
+	for i, ct := range texts {
+		got[i] = PII(ct.text, []string{EntityPerson, EntityLocation})
+		if testing.Verbose() {
+			if d := diffSpans(ct, got[i]); d != "" {
+				t.Logf("corpus.txt:%d: %s", ct.line, d)
+			}
+		}
+	}
+	textLevel, spanLevel := scoreCorpus(texts, got)
+	for _, typ := range []string{EntityPerson, EntityLocation} {
+		t.Logf("%-8s text level: %v", typ, textLevel[typ])
+		t.Logf("%-8s span level: %v", typ, spanLevel[typ])
+		if c := textLevel[typ]; c.p() < 0.90 || c.r() < 0.85 {
+			t.Errorf("%s text level %v: want precision >= 0.90 and recall >= 0.85", typ, c)
+		}
+	}
+}
+
+// diffSpans describes the findings of got that are not gold and the gold
+// spans not found.
+func diffSpans(ct corpusText, got []Match) string {
+	rs := []rune(ct.text)
+	str := func(m Match) string { return fmt.Sprintf("%s:%q", m.Type, string(rs[m.Start:m.End])) }
+	want := map[string]bool{}
+	for _, m := range ct.gold {
+		want[str(m)+fmt.Sprint(m.Start)] = true
+	}
+	var extra, missed []string
+	for _, m := range got {
+		if m.Type != EntityPerson && m.Type != EntityLocation {
+			continue
+		}
+		if want[str(m)+fmt.Sprint(m.Start)] {
+			delete(want, str(m)+fmt.Sprint(m.Start))
+		} else {
+			extra = append(extra, str(m))
+		}
+	}
+	for _, m := range ct.gold {
+		if want[str(m)+fmt.Sprint(m.Start)] {
+			missed = append(missed, str(m))
+		}
+	}
+	if len(extra) == 0 && len(missed) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("extra %v missed %v", extra, missed)
+}
