@@ -376,6 +376,16 @@ func scanNames(text string, i int, person, place bool, add func(string, int, int
 	if orgSuffixes[next] {
 		return runEnd
 	}
+	for k := 1; k < n; k++ {
+		if orgSuffixes[ws[k].key] {
+			// "Apple Inc", "Acme Corp": an organisation; what follows the
+			// suffix is a run of its own.
+			if k+1 < n {
+				classifyRun(text, ws[k+1:n], ctx{}, next, person, place, add)
+			}
+			return runEnd
+		}
+	}
 	c := nameContext(text, ws[0].start)
 	classifyRun(text, ws[:n], c, next, person, place, add)
 	return runEnd
@@ -445,6 +455,18 @@ func nameContext(text string, s int) ctx {
 		w := lastWord(text, j-1)
 		c.personCue = greetings[w] || signOffs[w]
 		c.prev = ","
+		return c
+	}
+	if isDigit(text[j-1]) {
+		// "10115 Berlin", "00184 Roma": a postal code.
+		k := j
+		for k > 0 && isDigit(text[k-1]) && j-k <= 6 {
+			k--
+		}
+		if j-k >= 4 && j-k <= 6 && (k == 0 || !isAlnumByte(text[k-1])) {
+			c.placeCue = true
+			c.prev = "postcode"
+		}
 		return c
 	}
 	w := lastWord(text, j)
@@ -562,6 +584,13 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 			}
 		}
 	}
+	if c.thingKey {
+		// "hotel": "Harbour View": a place at most.
+		if len(ws) == 1 && ws[0].f.Place() && !ws[0].common() {
+			emit(EntityLocation, 0, 1, 0.6)
+		}
+		return
+	}
 	// A sentence-initial ordinary word is not a name: "Please", "Will you".
 	for len(ws) > 0 && c.sentenceStart && !c.personCue && !c.placeCue && ws[0].common() && (len(ws) != 2 || !(ws[0].givenName() && ws[1].f.Person() && !ws[1].common())) {
 		if greetings[ws[0].key] {
@@ -580,13 +609,6 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 	}
 	if ws[0].title {
 		classifyRun(text, ws, c, next, person, place, add)
-		return
-	}
-	if c.thingKey {
-		// "hotel": "Harbour View": a place at most.
-		if ws[0].f.Place() && !ws[0].common() {
-			emit(EntityLocation, 0, 1, 0.6)
-		}
 		return
 	}
 	// "Tunde Bakare <tunde@example.ng>": a mailbox's display name.
@@ -651,7 +673,7 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 		}
 	case f&gazetteer.City != 0 && (c.placeCue || placeFollows(text, w.end)):
 		emit(EntityLocation, 0, 1, 0.8)
-	case f&gazetteer.BigCity != 0 && !w.common() && !c.personCue && !(personVerbs[next] && f&gazetteer.Given != 0):
+	case f&gazetteer.BigCity != 0 && (!w.common() || len(ws) == 1 && !c.sentenceStart) && !c.personCue && !(personVerbs[next] && f&gazetteer.Given != 0):
 		emit(EntityLocation, 0, 1, 0.7)
 	case f&gazetteer.Given != 0 && !w.common() && (len(ws) == 1 || !ws[1].f.Place()):
 		emit(EntityPerson, 0, 1, 0.65)
@@ -665,18 +687,27 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 // without a cue (0: none).
 func personSpan(ws []word, c ctx) int {
 	a, b := ws[0], ws[1]
-	if a.title || b.title || a.particle || stopWords[a.key] || moreStopWords[a.key] || b.stop() && !b.f.Person() {
+	if a.title || b.title || a.particle || stopWords[a.key] || moreStopWords[a.key] || stopWords[b.key] || b.stop() && !b.f.Person() {
 		return 0
 	}
 	ok := false
 	switch {
 	case a.givenName() && (b.surnameLike() || b.particle || b.unknownName()):
-		// "Will Smith" at a sentence start is as likely "Will Smith's
-		// team..." as "Will [you]...": two ordinary words there are not
-		// taken; an ordinary word before a place is not a name.
-		ok = !(a.common() && b.common() && c.sentenceStart) && !(a.common() && b.f.Place() && !b.f.Person())
-		if a.f&gazetteer.Given == 0 && b.unknownName() {
-			ok = false // a name of either kind and a word in no list: too weak
+		// Two ordinary English words are not a name ("Dark Mode", "Brown
+		// Sugar", also "Bill Gates"); an ordinary word counts as a given
+		// name only before a surname that is no ordinary word ("Mark
+		// Twain"), and as a surname only after a given name that is none
+		// ("Olivia Brown").
+		switch {
+		case a.common() && b.common():
+		case a.common():
+			ok = a.f&gazetteer.Given != 0 && b.f&(gazetteer.Surname|gazetteer.Name) != 0 && b.f&(gazetteer.Country|gazetteer.Region) == 0
+		case b.common():
+			ok = a.f&gazetteer.Given != 0 && b.f&(gazetteer.Surname|gazetteer.Name) != 0
+		case b.unknownName():
+			ok = a.f&gazetteer.Given != 0 // a name of either kind and a word in no list: too weak
+		default:
+			ok = true
 		}
 	case a.f&(gazetteer.Surname|gazetteer.Name) != 0 && b.f&gazetteer.Given != 0 && !a.common() && !b.common():
 		ok = true // family name first: "Zhang Wei", "Tanaka Hiroshi"
@@ -796,8 +827,14 @@ func streetAddress(text string, ws []word) (int, int, bool) {
 		if k := numberAfter(last.end); k > 0 {
 			return start, k, true
 		}
-		if j > 0 && isDigit(text[max(0, j-2)]) {
-			return start, last.end, true
+		if j > 1 && isDigit(text[j-2]) && text[j-1] == ' ' {
+			k := j - 2
+			for k > 0 && isDigit(text[k-1]) && j-k < 7 {
+				k--
+			}
+			if tokenStart(text, k) {
+				return k, last.end, true
+			}
 		}
 	}
 	return 0, 0, false

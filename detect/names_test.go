@@ -144,7 +144,7 @@ func scoreCorpus(texts []corpusText, got [][]Match) (textLevel, spanLevel map[st
 // Run with -v to see the figures and every miss.
 func TestNameCorpus(t *testing.T) {
 	texts := readCorpus(t, "testdata/pii-corpus/corpus.txt")
-	negatives, cultures := 0, 0
+	negatives := 0
 	for _, ct := range texts {
 		if strings.HasPrefix(ct.kind, "hard-negative") {
 			negatives++
@@ -153,7 +153,6 @@ func TestNameCorpus(t *testing.T) {
 			}
 		}
 	}
-	_ = cultures
 	if len(texts) < 300 || negatives < 100 {
 		t.Errorf("corpus has %d texts and %d hard negatives; want at least 300 and 100", len(texts), negatives)
 	}
