@@ -19,6 +19,7 @@ package detect
 import (
 	"context"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -60,14 +61,17 @@ type word struct {
 	f          gazetteer.Flags
 	title      bool // Dr, Mrs, Herr... (a trailing '.' is inside end)
 	particle   bool // van, de, bin... (lower case inside a name)
+	cls        wordClass
 }
 
 func (w word) common() bool {
-	return w.f&gazetteer.Common != 0 || stopWords[w.key] || moreStopWords[w.key]
+	return w.f&gazetteer.Common != 0 || (w.cls&cStopWords != 0) || (w.cls&cMoreStopWords != 0)
 }
 
 // stop: never a name by itself.
-func (w word) stop() bool { return stopWords[w.key] || moreStopWords[w.key] || techWords[w.key] }
+func (w word) stop() bool {
+	return (w.cls&cStopWords != 0) || (w.cls&cMoreStopWords != 0) || (w.cls&cTechWords != 0)
+}
 
 // nameLike: could be part of a person's name.
 func (w word) nameLike() bool {
@@ -88,20 +92,20 @@ func (w word) unknownName() bool {
 	return w.f&^gazetteer.MultiStart == 0 && !w.stop() && !w.title && !w.particle && utf8.RuneCountInString(w.key) >= 2
 }
 
-var titles = setOf("mr", "mrs", "ms", "miss", "mx", "dr", "prof", "professor", "sir", "dame", "madam", "madame",
+var titlesList = words("mr", "mrs", "ms", "miss", "mx", "dr", "prof", "professor", "sir", "dame", "madam", "madame",
 	"herr", "frau", "fräulein", "mme", "mlle", "monsieur", "sr", "sra", "srta", "señor", "señora", "senhor", "senhora",
 	"dott", "dottore", "dottoressa", "sig", "signor", "signora", "don", "doña", "dona", "mevrouw", "meneer", "dhr", "mevr",
 	"pan", "pani", "gospodin", "gospodja", "капитан", "господин", "госпожа", "sheikh", "shri", "smt", "sri", "ustadh",
 	"rev", "fr", "capt", "captain", "col", "gen", "lt", "sgt", "officer", "detective", "judge", "senator", "president",
 	"chancellor", "minister", "mayor", "governor", "ambassador", "rabbi", "imam", "father", "sister", "brother", "uncle", "aunt")
 
-var particles = setOf("de", "da", "das", "do", "dos", "del", "della", "di", "du", "la", "le", "van", "von", "der", "den",
+var particlesList = words("de", "da", "das", "do", "dos", "del", "della", "di", "du", "la", "le", "van", "von", "der", "den",
 	"ter", "ten", "bin", "ibn", "bint", "al", "el", "zu", "y", "e", "af", "av", "mac", "st")
 
 // stopWords are capitalised words that are never a name by themselves:
 // months, weekdays, greetings, pronouns and technical words that are also
 // given names or places in some list.
-var stopWords = setOf(
+var stopWordsList = words(
 	"january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december",
 	"jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
 	"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "mon", "tue", "wed", "thu", "fri", "sat", "sun",
@@ -113,7 +117,7 @@ var stopWords = setOf(
 
 // techWords are product and language names that are also given names or
 // places: never a name alone, but "Julia Wagner" is one.
-var techWords = setOf(
+var techWordsList = words(
 	"python", "java", "julia", "ruby", "rust", "go", "kotlin", "swift", "scala", "perl", "dart", "elixir", "erlang", "haskell",
 	"jenkins", "docker", "kubernetes", "kafka", "redis", "postgres", "mysql", "sqlite", "mongo", "nginx", "apache", "linux",
 	"windows", "ubuntu", "debian", "fedora", "alpine", "django", "flask", "rails", "react", "vue", "angular", "node", "deno",
@@ -123,68 +127,131 @@ var techWords = setOf(
 	"christmas", "easter", "ramadan", "diwali", "thanksgiving", "halloween", "eid", "hanukkah",
 )
 
-var moreStopWords = setOf(
+var moreStopWordsList = words(
 	"mr", "mrs", "ms", "dr",
 	"street", "road", "avenue", "north", "south", "east", "west", "central", "new", "old", "saint",
 	"ceo", "cto", "cfo", "vp", "hr", "it", "pm", "am", "id", "api", "url", "faq", "qa", "ui", "ux",
 )
 
 // orgSuffixes after a run make it an organisation, not a person or place.
-var orgSuffixes = setOf("inc", "ltd", "llc", "llp", "plc", "gmbh", "ag", "sa", "sas", "srl", "spa", "bv", "nv", "oy", "ab", "as",
+var orgSuffixesList = words("inc", "ltd", "llc", "llp", "plc", "gmbh", "ag", "sa", "sas", "srl", "spa", "bv", "nv", "oy", "ab", "as",
 	"corp", "corporation", "co", "company", "group", "holdings", "bank", "university", "institute", "foundation", "labs",
 	"technologies", "technology", "systems", "solutions", "partners", "associates", "hospital", "clinic", "school", "college",
 	"airlines", "airways", "motors", "pharma", "capital", "ventures", "consulting", "software", "media", "studios", "fc",
 	"council", "agency", "ministry", "department", "committee", "press", "times", "post", "journal", "news", "hotel")
 
 // placePreps before a word make a place reading likely.
-var placePreps = setOf("in", "at", "from", "to", "near", "into", "across", "via", "toward", "towards", "around",
+var placePrepsList = words("in", "at", "from", "to", "near", "into", "across", "via", "toward", "towards", "around",
 	"throughout", "outside", "within", "visit", "visiting", "visited", "nach", "aus", "bei", "à", "en", "em", "na", "no",
 	"w", "во", "в", "из", "a", "fly", "flying", "flew", "moved", "relocating", "headquartered", "based", "located", "born", "city",
 	"of", "capital", "downtown", "office")
 
 // personVerbs after a run make a person reading likely.
-var personVerbs = setOf("said", "says", "wrote", "writes", "asked", "asks", "replied", "replies", "told", "tells",
+var personVerbsList = words("said", "says", "wrote", "writes", "asked", "asks", "replied", "replies", "told", "tells",
 	"mentioned", "confirmed", "called", "emailed", "texted", "approved", "signed", "joined", "left", "thinks", "thought",
 	"agreed", "explained", "reported", "noted", "added", "is", "was", "has", "had", "will", "would", "can", "could")
 
 // personKeys and placeKeys are JSON/YAML/form keys whose value is a person
 // or a place ("name": "Ana Souza", City: Porto).
-var personKeys = setOf("name", "fullname", "full_name", "first_name", "firstname", "last_name", "lastname", "surname",
+var personKeysList = words("name", "fullname", "full_name", "first_name", "firstname", "last_name", "lastname", "surname",
 	"given_name", "family_name", "author", "assignee", "reporter", "owner", "contact", "customer", "customer_name",
 	"patient", "employee", "recipient", "sender", "cc", "manager", "signed_by", "requester", "attendee",
 	"passenger", "traveler", "traveller", "guest_name", "user_name", "display_name", "contact_name", "nom", "prénom", "vorname", "nachname")
 
-var placeKeys = setOf("city", "country", "location", "address", "region", "state", "province", "place", "destination",
+var placeKeysList = words("city", "country", "location", "address", "region", "state", "province", "place", "destination",
 	"origin", "birthplace", "hometown", "town", "county", "ort", "stadt", "land", "ville", "pays", "ciudad", "país")
 
 // greetings before a name ("Dear Ana", "Hi Tomás,").
-var greetings = setOf("hi", "hello", "hey", "dear", "thanks", "thank", "cheers", "welcome", "congrats", "congratulations",
+var greetingsList = words("hi", "hello", "hey", "dear", "thanks", "thank", "cheers", "welcome", "congrats", "congratulations",
 	"hallo", "liebe", "lieber", "bonjour", "cher", "chère", "hola", "estimado", "estimada", "ciao", "caro", "cara", "olá",
 	"привет", "здравствуйте", "morning", "evening", "afternoon", "ask", "cc", "ping", "meet", "met")
 
 // signOffs on the line before a name make it a signature.
-var signOffs = setOf("regards", "best", "thanks", "cheers", "sincerely", "yours", "warmly", "respectfully", "best regards",
+var signOffsList = words("regards", "best", "thanks", "cheers", "sincerely", "yours", "warmly", "respectfully", "best regards",
 	"kind regards", "many thanks", "thank you", "warm regards", "all the best", "mit freundlichen grüßen", "cordialement",
 	"saludos", "un saludo", "atentamente", "cordiali saluti", "grüße", "viele grüße", "love", "talk soon", "br")
 
 // streetWords end (or, for the Romance ones, start) a street name.
-var streetWords = setOf("street", "st", "avenue", "ave", "road", "rd", "boulevard", "blvd", "lane", "ln", "drive", "way",
+var streetWordsList = words("street", "st", "avenue", "ave", "road", "rd", "boulevard", "blvd", "lane", "ln", "drive", "way",
 	"court", "ct", "place", "pl", "square", "sq", "terrace", "parkway", "pkwy", "highway", "hwy", "crescent", "close", "row")
 
-var longStreetWords = setOf("street", "avenue", "road", "boulevard", "lane", "drive", "parkway", "highway", "terrace", "crescent")
+var longStreetWordsList = words("street", "avenue", "road", "boulevard", "lane", "drive", "parkway", "highway", "terrace", "crescent")
 
-var compass = setOf("n", "s", "e", "w", "nw", "ne", "sw", "se")
+var compassList = words("n", "s", "e", "w", "nw", "ne", "sw", "se")
 
-var streetPrefixes = setOf("rue", "via", "calle", "avenida", "rua", "piazza", "plaza", "viale", "corso", "boulevard", "avenue", "ulica", "ul")
+var streetPrefixesList = words("rue", "via", "calle", "avenida", "rua", "piazza", "plaza", "viale", "corso", "boulevard", "avenue", "ulica", "ul")
 
 var streetSuffixesDE = []string{"straße", "strasse", "str", "gasse", "weg", "platz", "allee", "ring", "damm", "gracht", "laan", "straat", "vej", "gatan", "gata", "veien"}
 
-func setOf(ws ...string) map[string]bool {
-	m := make(map[string]bool, len(ws))
-	for _, w := range ws {
-		m[w] = true
+func words(ws ...string) []string { return ws }
+
+// wordClass is a bit set of the word lists above a word belongs to: one
+// map look-up per word answers every "is it a ...?".
+type wordClass uint32
+
+const (
+	cTitles wordClass = 1 << iota
+	cParticles
+	cStopWords
+	cTechWords
+	cMoreStopWords
+	cOrgSuffixes
+	cPlacePreps
+	cPersonVerbs
+	cPersonKeys
+	cPlaceKeys
+	cGreetings
+	cSignOffs
+	cStreetWords
+	cLongStreetWords
+	cCompass
+	cStreetPrefixes
+	cThingKeys
+	cPersonPreps
+)
+
+var (
+	classesOnce sync.Once
+	classes     map[string]wordClass
+)
+
+// is reports whether the lower-case word w is in the list of class c.
+// The lists become one map on first use, not at package initialisation.
+func is(w string, c wordClass) bool { return classOf(w)&c != 0 }
+
+func initClasses() {
+	lists := map[wordClass][]string{
+		cTitles:          titlesList,
+		cParticles:       particlesList,
+		cStopWords:       stopWordsList,
+		cTechWords:       techWordsList,
+		cMoreStopWords:   moreStopWordsList,
+		cOrgSuffixes:     orgSuffixesList,
+		cPlacePreps:      placePrepsList,
+		cPersonVerbs:     personVerbsList,
+		cPersonKeys:      personKeysList,
+		cPlaceKeys:       placeKeysList,
+		cGreetings:       greetingsList,
+		cSignOffs:        signOffsList,
+		cStreetWords:     streetWordsList,
+		cLongStreetWords: longStreetWordsList,
+		cCompass:         compassList,
+		cStreetPrefixes:  streetPrefixesList,
+		cThingKeys:       thingKeysList,
+		cPersonPreps:     personPrepsList,
 	}
-	return m
+	classes = map[string]wordClass{}
+	for c, ws := range lists {
+		for _, w := range ws {
+			classes[w] |= c
+		}
+	}
+}
+
+// classOf returns the classes of the lower-case word w.
+func classOf(w string) wordClass {
+	classesOnce.Do(initClasses)
+	return classes[w]
 }
 
 // isUpperAt reports whether a capital letter starts at i and returns its
@@ -331,8 +398,12 @@ func scanNames(text string, i int, person, place bool, add func(string, int, int
 		raw := text[e:we]
 		w := word{start: e, end: we}
 		if !up {
+			if we-e > 5 {
+				break // no particle is longer
+			}
 			w.key = lowerKey(raw)
-			if !particles[w.key] || n == 0 {
+			w.cls = classOf(w.key)
+			if !(w.cls&cParticles != 0) || n == 0 {
 				break
 			}
 			w.particle = true
@@ -341,7 +412,8 @@ func scanNames(text string, i int, person, place bool, add func(string, int, int
 				break
 			}
 			w.key = lowerKey(raw)
-			w.title = titles[w.key]
+			w.cls = classOf(w.key)
+			w.title = w.cls&cTitles != 0
 			if !w.title {
 				w.f = gazetteer.Lookup(w.key)
 			}
@@ -373,11 +445,11 @@ func scanNames(text string, i int, person, place bool, add func(string, int, int
 	}
 	runEnd := ws[n-1].end
 	next := nextWord(text, runEnd)
-	if orgSuffixes[next] {
+	if is(next, cOrgSuffixes) {
 		return runEnd
 	}
 	for k := 1; k < n; k++ {
-		if orgSuffixes[ws[k].key] {
+		if ws[k].cls&cOrgSuffixes != 0 {
 			// "Apple Inc", "Acme Corp": an organisation; what follows the
 			// suffix is a run of its own.
 			if k+1 < n {
@@ -401,7 +473,7 @@ type ctx struct {
 }
 
 // thingKeys are keys whose value names a thing, not a person.
-var thingKeys = setOf("hotel", "company", "title", "product", "org", "organization", "organisation", "team", "project",
+var thingKeysList = words("hotel", "company", "title", "product", "org", "organization", "organisation", "team", "project",
 	"subject", "event", "room", "repo", "repository", "venue", "restaurant", "brand", "vendor", "component", "category",
 	"status", "type", "kind", "label", "model", "tool", "function", "service", "app")
 
@@ -446,14 +518,14 @@ func nameContext(text string, s int) ctx {
 		}
 		key := lowerKey(text[ks:k])
 		c.prev = key
-		c.personCue = personKeys[key] || strings.HasSuffix(key, "_name") && !strings.Contains(key, "file") && !strings.Contains(key, "host")
-		c.placeCue = placeKeys[key] || strings.HasSuffix(key, "_city") || strings.HasSuffix(key, "_country")
-		c.thingKey = thingKeys[key]
+		c.personCue = is(key, cPersonKeys) || strings.HasSuffix(key, "_name") && !strings.Contains(key, "file") && !strings.Contains(key, "host")
+		c.placeCue = is(key, cPlaceKeys) || strings.HasSuffix(key, "_city") || strings.HasSuffix(key, "_country")
+		c.thingKey = is(key, cThingKeys)
 		return c
 	case ',':
 		// "Thanks, Ana" / "Hi, Ana"
 		w := lastWord(text, j-1)
-		c.personCue = greetings[w] || signOffs[w]
+		c.personCue = is(w, cGreetings) || is(w, cSignOffs)
 		c.prev = ","
 		return c
 	}
@@ -471,10 +543,10 @@ func nameContext(text string, s int) ctx {
 	}
 	w := lastWord(text, j)
 	c.prev = w
-	if greetings[w] {
+	if is(w, cGreetings) {
 		c.personCue = true
 	}
-	if placePreps[w] {
+	if is(w, cPlacePreps) {
 		c.placeCue = true
 	}
 	// "my name is", "I'm", "I am", "this is", "call me", "named", "by"
@@ -537,7 +609,7 @@ func signatureBefore(text string, nl int) bool {
 		s--
 	}
 	line := strings.ToLower(strings.TrimSpace(text[s : j-1]))
-	return signOffs[line]
+	return is(line, cSignOffs)
 }
 
 // classifyRun decides what the words of one run are.
@@ -593,17 +665,17 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 	}
 	// A sentence-initial ordinary word is not a name: "Please", "Will you".
 	for len(ws) > 0 && c.sentenceStart && !c.personCue && !c.placeCue && ws[0].common() && (len(ws) != 2 || !(ws[0].givenName() && ws[1].f.Person() && !ws[1].common())) {
-		if greetings[ws[0].key] {
+		if ws[0].cls&cGreetings != 0 {
 			c = ctx{prev: ws[0].key, personCue: true}
 		} else {
-			c = ctx{prev: ws[0].key, placeCue: placePreps[ws[0].key]}
+			c = ctx{prev: ws[0].key, placeCue: (ws[0].cls&cPlacePreps != 0)}
 		}
 		ws = ws[1:]
 	}
 	if len(ws) == 0 {
 		return
 	}
-	if greetings[ws[0].key] && len(ws) > 1 {
+	if (ws[0].cls&cGreetings != 0) && len(ws) > 1 {
 		c = ctx{prev: ws[0].key, personCue: true}
 		ws = ws[1:]
 	}
@@ -618,7 +690,7 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 	// A place key or preposition before a run of place names.
 	if c.placeCue && !c.personCue {
 		k := 0
-		for k < len(ws) && k < 4 && (ws[k].f.Place() || ws[k].f == 0 && (c.prev == "city" || placeKeys[c.prev])) {
+		for k < len(ws) && k < 4 && (ws[k].f.Place() || ws[k].f == 0 && (c.prev == "city" || is(c.prev, cPlaceKeys))) {
 			k++
 		}
 		if k > 0 && (ws[0].f.Place()) && !(ws[0].f&gazetteer.Given != 0 && k < len(ws) && ws[k].f.Person() && !ws[k].f.Place()) {
@@ -628,13 +700,13 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 			}
 			return
 		}
-		if k > 0 && placeKeys[c.prev] {
+		if k > 0 && is(c.prev, cPlaceKeys) {
 			emit(EntityLocation, 0, k, 0.7)
 			return
 		}
 	}
 	// A person cue: the name-like words are a person.
-	if c.personCue || personVerbs[next] && len(ws) >= 2 {
+	if c.personCue || is(next, cPersonVerbs) && len(ws) >= 2 {
 		b := 0
 		for b < len(ws) && b < 4 && ws[b].nameLike() && (!ws[b].common() || b > 0 && ws[b].f.Person()) && !(ws[b].f.Place() && !ws[b].f.Person() && ws[b].f&gazetteer.City == 0) {
 			b++
@@ -667,17 +739,17 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 	}
 	switch f := w.f; {
 	case w.stop() || w.particle || c.thingKey:
-	case f&(gazetteer.Country|gazetteer.Region) != 0 && !(f&gazetteer.Given != 0 && (c.personCue || personVerbs[next] && !c.placeCue)):
+	case f&(gazetteer.Country|gazetteer.Region) != 0 && !(f&gazetteer.Given != 0 && (c.personCue || is(next, cPersonVerbs) && !c.placeCue)):
 		if !(w.common() && c.sentenceStart) {
 			emit(EntityLocation, 0, 1, 0.85)
 		}
 	case f&gazetteer.City != 0 && (c.placeCue || placeFollows(text, w.end)):
 		emit(EntityLocation, 0, 1, 0.8)
-	case f&gazetteer.BigCity != 0 && (!w.common() || len(ws) == 1 && !c.sentenceStart) && !c.personCue && !(personVerbs[next] && f&gazetteer.Given != 0):
+	case f&gazetteer.BigCity != 0 && (!w.common() || len(ws) == 1 && !c.sentenceStart) && !c.personCue && !(is(next, cPersonVerbs) && f&gazetteer.Given != 0):
 		emit(EntityLocation, 0, 1, 0.7)
 	case f&gazetteer.Given != 0 && !w.common() && (len(ws) == 1 || !ws[1].f.Place()):
 		emit(EntityPerson, 0, 1, 0.65)
-	case f&gazetteer.Surname != 0 && !w.common() && (personVerbs[next] && len(ws) == 1 && !c.sentenceStart):
+	case f&gazetteer.Surname != 0 && !w.common() && (is(next, cPersonVerbs) && len(ws) == 1 && !c.sentenceStart):
 		emit(EntityPerson, 0, 1, 0.6)
 	}
 	rest()
@@ -687,7 +759,7 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 // without a cue (0: none).
 func personSpan(ws []word, c ctx) int {
 	a, b := ws[0], ws[1]
-	if a.title || b.title || a.particle || stopWords[a.key] || moreStopWords[a.key] || stopWords[b.key] || b.stop() && !b.f.Person() {
+	if a.title || b.title || a.particle || (a.cls&cStopWords != 0) || (a.cls&cMoreStopWords != 0) || (b.cls&cStopWords != 0) || b.stop() && !b.f.Person() {
 		return 0
 	}
 	ok := false
@@ -713,7 +785,7 @@ func personSpan(ws []word, c ctx) int {
 		ok = true // family name first: "Zhang Wei", "Tanaka Hiroshi"
 	case a.unknownName() && b.f&(gazetteer.Surname|gazetteer.Name) != 0 && !b.common() && !c.sentenceStart:
 		ok = true
-	case a.unknownName() && b.unknownName() && personPreps[c.prev]:
+	case a.unknownName() && b.unknownName() && is(c.prev, cPersonPreps):
 		ok = true // "assigned to Nikos Papadopoulos"
 	}
 	if !ok {
@@ -730,7 +802,7 @@ func personSpan(ws []word, c ctx) int {
 }
 
 // personPreps before two unknown capitalised words make them a person.
-var personPreps = setOf("by", "with", "to", "from", "for", "cc", "and", "contact", "customer", "caller", "user", "agent",
+var personPrepsList = words("by", "with", "to", "from", "for", "cc", "and", "contact", "customer", "caller", "user", "agent",
 	"manager", "colleague", "assigned", "ask", "tell", "call", "email", "mr", "mrs", "ms", "dr", "met", "thank", "thanks")
 
 // runKey joins the keys of ws with single spaces.
@@ -790,10 +862,10 @@ func streetAddress(text string, ws []word) (int, int, bool) {
 			}
 			if num && len(ws) >= 2 {
 				end := len(ws) - 1
-				if compass[ws[end].key] && end >= 2 {
+				if (ws[end].cls&cCompass != 0) && end >= 2 {
 					end--
 				}
-				if streetWords[ws[end].key] {
+				if ws[end].cls&cStreetWords != 0 {
 					return k, ws[end].end, true
 				}
 			}
@@ -820,10 +892,10 @@ func streetAddress(text string, ws []word) (int, int, bool) {
 			}
 		}
 	}
-	if len(ws) >= 2 && longStreetWords[last.key] {
+	if len(ws) >= 2 && (last.cls&cLongStreetWords != 0) {
 		return start, last.end, true
 	}
-	if streetPrefixes[ws[0].key] && len(ws) >= 2 {
+	if (ws[0].cls&cStreetPrefixes != 0) && len(ws) >= 2 {
 		if k := numberAfter(last.end); k > 0 {
 			return start, k, true
 		}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -204,4 +206,79 @@ func diffSpans(ct corpusText, got []Match) string {
 		return ""
 	}
 	return fmt.Sprintf("extra %v missed %v", extra, missed)
+}
+
+// TestNamesBadInput: very long words, runs and invalid UTF-8 give valid,
+// bounded results: no panic, ranges inside the text, a number of findings
+// no larger than the number of words, and memory of the order of the
+// input (at most 24 bytes per byte: a finding is 48 bytes, and a text
+// of names has one finding every 14 bytes).
+func TestNamesBadInput(t *testing.T) {
+	size := 10 << 20
+	if testing.Short() {
+		size = 1 << 20
+	}
+	tests := []struct {
+		name string
+		text string
+	}{
+		{"one 10 MB capitalised word", "A" + strings.Repeat("b", size)},
+		{"one 10 MB word in capitals", strings.Repeat("B", size)},
+		{"one 10 MB lower-case word after a name", "Angela " + strings.Repeat("x", size)},
+		{"one 10 MB word without case", strings.Repeat("北", size/3)},
+		{"a long capitalised run", strings.Repeat("Angela Merkel ", size/14)},
+		{"a long run of titles", strings.Repeat("Dr. ", size/4)},
+		{"a long run of particles", "Anna " + strings.Repeat("van ", size/4)},
+		{"invalid UTF-8", strings.Repeat("\xff\xc3Ü\xe2\x82", size/8)},
+		{"mixed scripts", strings.Repeat("Ана Berlin محمد علي 東京 Δημήτρης ", size/60)},
+		{"spaces then a name", strings.Repeat(" ", size) + "Angela Merkel"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			ms := PII(tt.text, []string{EntityPerson, EntityLocation})
+			runtime.ReadMemStats(&after)
+			n := utf8.RuneCountInString(tt.text)
+			for _, m := range ms {
+				if m.Start < 0 || m.End > n || m.Start >= m.End {
+					t.Fatalf("bad range %+v", m)
+				}
+			}
+			if words := len(strings.Fields(tt.text)); len(ms) > words {
+				t.Errorf("%d findings for %d words", len(ms), words)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(24*len(tt.text))+64<<20 {
+				t.Errorf("allocated %d bytes for %d bytes of text", alloc, len(tt.text))
+			}
+		})
+	}
+}
+
+// FuzzNames checks the recogniser's invariants on any text: valid
+// code-point ranges, no overlaps, spans that start and end on a letter.
+func FuzzNames(f *testing.F) {
+	for _, ct := range readCorpus(f, "testdata/pii-corpus/corpus.txt") {
+		f.Add(ct.text)
+	}
+	f.Add("Dr. \xff Ana")
+	f.Add("12 Rue\u00a0de la Paix")
+	f.Fuzz(func(t *testing.T, s string) {
+		rs := []rune(s)
+		prev := 0
+		for _, m := range PII(s, []string{EntityPerson, EntityLocation}) {
+			if m.Start < prev || m.End > len(rs) || m.Start >= m.End {
+				t.Fatalf("bad or overlapping range %+v in %q", m, s)
+			}
+			prev = m.End
+			if m.Type != EntityPerson && m.Type != EntityLocation {
+				t.Fatalf("type %s asked for PERSON and LOCATION", m.Type)
+			}
+			first, last := rs[m.Start], rs[m.End-1]
+			if !unicode.IsLetter(first) && !unicode.IsDigit(first) || !unicode.IsLetter(last) && !unicode.IsDigit(last) && last != '.' && !unicode.IsMark(last) {
+				t.Fatalf("span %q of %q does not start and end on a letter", string(rs[m.Start:m.End]), s)
+			}
+		}
+	})
 }

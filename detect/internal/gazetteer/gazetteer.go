@@ -54,13 +54,15 @@ var (
 	err  error
 )
 
-// sortedTable holds the decoded "key\tHEX\n" lines in key order, the
-// offset of each line, and for each first two bytes of a key the range of
-// lines that start with them. A lookup is a binary search in that range.
+// sortedTable holds the decoded keys in order, each followed by a
+// newline, the offset of each key, its flags, and for each first two
+// bytes of a key the range of keys that start with them. A lookup is a
+// binary search in that range.
 type sortedTable struct {
 	data    []byte
-	lines   []uint32 // offset of each line; lines[len-1] == len(data)
-	buckets []uint32 // buckets[b] = first line whose key's first two bytes are >= b
+	lines   []uint32 // offset of each key; lines[len-1] == len(data)
+	flags   []Flags
+	buckets []uint32 // buckets[b] = first key whose first two bytes are >= b
 }
 
 // Load decodes the table if that has not happened yet. It is safe for
@@ -90,32 +92,14 @@ func Len() int {
 
 func bucketOf(k string) int { return int(k[0])<<8 | int(k[1]) }
 
-func (t *sortedTable) key(i int) (string, Flags) {
-	row := t.data[t.lines[i] : t.lines[i+1]-1]
-	j := bytes.IndexByte(row, '\t')
-	f := Flags(0)
-	for _, c := range row[j+1:] {
-		f <<= 4
-		if c >= 'a' {
-			f |= Flags(c - 'a' + 10)
-		} else {
-			f |= Flags(c - '0')
-		}
-	}
-	return string(row[:j]), f
-}
-
 func (t *sortedTable) lookup(k string) Flags {
 	b := bucketOf(k)
 	lo, hi := int(t.buckets[b]), int(t.buckets[b+1])
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		row := t.data[t.lines[m]:t.lines[m+1]]
-		j := bytes.IndexByte(row, '\t')
-		switch c := compare(row[:j], k); {
+		switch c := compare(t.data[t.lines[m]:t.lines[m+1]-1], k); {
 		case c == 0:
-			_, f := t.key(m)
-			return f
+			return t.flags[m]
 		case c < 0:
 			lo = m + 1
 		default:
@@ -161,8 +145,9 @@ func decode(gz []byte) (*sortedTable, error) {
 	}
 	nlines := bytes.Count(in, []byte{'\n'})
 	t := &sortedTable{
-		data:    make([]byte, 0, len(in)*2),
+		data:    make([]byte, 0, len(in)*3/2),
 		lines:   make([]uint32, 0, nlines+1),
+		flags:   make([]Flags, 0, nlines),
 		buckets: make([]uint32, 1<<16+1),
 	}
 	prevKey := 0 // offset of the previous line in t.data
@@ -183,14 +168,21 @@ func decode(gz []byte) (*sortedTable, error) {
 		if shared < 0 || shared > prevLen {
 			return nil, fmt.Errorf("gazetteer table: line %d: shared prefix %d longer than the previous key", line, shared)
 		}
+		f := Flags(0)
 		for _, c := range row[tb+1:] {
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			f <<= 4
+			switch {
+			case c >= '0' && c <= '9':
+				f |= Flags(c - '0')
+			case c >= 'a' && c <= 'f':
+				f |= Flags(c - 'a' + 10)
+			default:
 				return nil, fmt.Errorf("gazetteer table: line %d: flags %q are not hex", line, row[tb+1:])
 			}
 		}
 		start := len(t.data)
 		t.data = append(t.data, t.data[prevKey:prevKey+shared]...)
-		t.data = append(t.data, row[1:]...)
+		t.data = append(t.data, row[1:tb]...)
 		t.data = append(t.data, '\n')
 		keyLen := shared + tb - 1
 		if keyLen < 2 {
@@ -204,6 +196,7 @@ func decode(gz []byte) (*sortedTable, error) {
 			t.buckets[nextBucket] = uint32(len(t.lines))
 		}
 		t.lines = append(t.lines, uint32(start))
+		t.flags = append(t.flags, f)
 		prevKey, prevLen = start, keyLen
 	}
 	for ; nextBucket < len(t.buckets); nextBucket++ {
