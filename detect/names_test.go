@@ -282,3 +282,30 @@ func FuzzNames(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkPIINames runs pii over about 1 MiB of the corpus's texts
+// (agent-style traffic dense in names and places): all types in one
+// pass, and PERSON and LOCATION alone.
+func BenchmarkPIINames(b *testing.B) {
+	var sb strings.Builder
+	texts := readCorpus(b, "testdata/pii-corpus/corpus.txt")
+	for sb.Len() < 1<<20 {
+		for _, ct := range texts {
+			sb.WriteString(ct.text)
+			sb.WriteString("\n\n")
+		}
+	}
+	text := sb.String()
+	for _, bc := range []struct {
+		name     string
+		entities []string
+	}{{"all", nil}, {"names", []string{EntityPerson, EntityLocation}}, {"offline-without-names", offlineOnly}} {
+		b.Run(bc.name, func(b *testing.B) {
+			PII(text, bc.entities) // load the tables
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				PII(text, bc.entities)
+			}
+		})
+	}
+}

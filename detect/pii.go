@@ -3,7 +3,7 @@ package detect
 import (
 	"net/netip"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -150,12 +150,29 @@ func resolvePII(text string, ms []Match) []Match {
 	if len(ms) == 0 {
 		return nil
 	}
-	sort.SliceStable(ms, func(i, j int) bool {
-		if pi, pj := piiPriority[ms[i].Type], piiPriority[ms[j].Type]; pi != pj {
-			return pi < pj
+	if len(ms) == 1 {
+		byteMatchesToRunes(text, ms)
+		return ms
+	}
+	// Sort by priority, then start; the priority of each finding is looked
+	// up once, not in every comparison.
+	type ranked struct {
+		pri int
+		m   Match
+	}
+	rs := make([]ranked, len(ms))
+	for i, m := range ms {
+		rs[i] = ranked{piiPriority[m.Type], m}
+	}
+	slices.SortStableFunc(rs, func(a, b ranked) int {
+		if a.pri != b.pri {
+			return a.pri - b.pri
 		}
-		return ms[i].Start < ms[j].Start
+		return a.m.Start - b.m.Start
 	})
+	for i := range rs {
+		ms[i] = rs[i].m
+	}
 	// Bytes taken by a kept finding, one bit each: checking a candidate
 	// against every kept finding was quadratic (a text of 20,000 names).
 	var taken []uint64
@@ -176,7 +193,7 @@ func resolvePII(text string, ms []Match) []Match {
 		}
 		kept = append(kept, m)
 	}
-	sort.SliceStable(kept, func(i, j int) bool { return kept[i].Start < kept[j].Start })
+	slices.SortStableFunc(kept, func(a, b Match) int { return a.Start - b.Start })
 	byteMatchesToRunes(text, kept)
 	return kept
 }
@@ -343,11 +360,26 @@ var (
 // scanNumeric runs the numeric recognisers on the run [s, e).
 func scanNumeric(text string, s, e int, add func(string, int, int, float64)) {
 	run := text[s:e]
+	// Shape prefilter: each recogniser needs a number of digits (a card
+	// 13, an SSN 9, a phone number 8) or dots (IPv4 3); most runs (years,
+	// amounts, order numbers) have too few for any of them.
+	digits, dots := 0, 0
+	for i := 0; i < len(run); i++ {
+		switch {
+		case isDigit(run[i]):
+			digits++
+		case run[i] == '.':
+			dots++
+		}
+	}
+	if digits < 8 && (digits < 4 || dots < 3) {
+		return
+	}
 	bounded := func(a, b int) bool {
 		return tokenStart(text, s+a) && tokenEnd(text, s+b) &&
 			!(s+b+1 < len(text) && (text[s+b] == '.' || text[s+b] == '-') && isDigit(text[s+b+1]))
 	}
-	for _, loc := range cardRE.FindAllStringIndex(run, -1) {
+	for _, loc := range findAll(cardRE, run, digits >= 13) {
 		if bounded(loc[0], loc[1]) && validCard(run[loc[0]:loc[1]]) {
 			add(EntityCreditCard, s+loc[0], s+loc[1], 1)
 			continue
@@ -357,17 +389,17 @@ func scanNumeric(text string, s, e int, add func(string, int, int, float64)) {
 			add(EntityCreditCard, s+a, s+b, 1)
 		}
 	}
-	for _, loc := range ssnRE.FindAllStringIndex(run, -1) {
+	for _, loc := range findAll(ssnRE, run, digits >= 9) {
 		if bounded(loc[0], loc[1]) && validSSN(run[loc[0]:loc[1]]) {
 			add(EntitySSN, s+loc[0], s+loc[1], 0.85)
 		}
 	}
-	for _, loc := range ipv4RE.FindAllStringIndex(run, -1) {
+	for _, loc := range findAll(ipv4RE, run, digits >= 4 && dots >= 3) {
 		if bounded(loc[0], loc[1]) && validIPv4(run[loc[0]:loc[1]]) && !sectionNumber(text, s+loc[0]) {
 			add(EntityIP, s+loc[0], s+loc[1], 1)
 		}
 	}
-	for _, loc := range phoneRE.FindAllStringIndex(run, -1) {
+	for _, loc := range findAll(phoneRE, run, digits >= 8) {
 		a, b := loc[0], loc[1]
 		for b > a && !isDigit(run[b-1]) {
 			b--
@@ -376,6 +408,14 @@ func scanNumeric(text string, s, e int, add func(string, int, int, float64)) {
 			add(EntityPhone, s+a, s+b, 0.75)
 		}
 	}
+}
+
+// findAll is re.FindAllStringIndex(s, -1) when may is true, else nil.
+func findAll(re *regexp.Regexp, s string, may bool) [][]int {
+	if !may {
+		return nil
+	}
+	return re.FindAllStringIndex(s, -1)
 }
 
 // cardInGroups looks for a valid card number made of whole digit groups
