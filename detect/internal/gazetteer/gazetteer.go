@@ -1,7 +1,7 @@
 // Package gazetteer is the embedded table of given names, surnames and
 // places behind detect's offline PERSON and LOCATION recogniser.
 //
-// The table (table.gz) is built by gen.go from public npm packages
+// The table (table.txt) is built by gen.go from public npm packages
 // (SOURCES.md names each source and its licence) and committed. Nothing
 // is decoded at package initialisation: the first Lookup loads it, so a
 // process that never asks pays nothing but the embedded bytes.
@@ -15,9 +15,7 @@ package gazetteer
 
 import (
 	"bytes"
-	"compress/gzip"
 	_ "embed"
-	"encoding/binary"
 	"fmt"
 	"sync"
 )
@@ -45,7 +43,7 @@ func (f Flags) Person() bool { return f&(Given|Surname|Name) != 0 }
 // Place reports whether f names a country, region or city.
 func (f Flags) Place() bool { return f&(Country|Region|City) != 0 }
 
-//go:embed table.gz
+//go:embed table.txt
 var table []byte
 
 var (
@@ -125,24 +123,9 @@ func compare(a []byte, b string) int {
 
 // decode reads the front-coded lines of gen.go: a byte 32+n (n: the
 // length of the prefix shared with the previous key), the rest of the
-// key, a tab, the flags in hex, a newline.
-func decode(gz []byte) (*sortedTable, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return nil, fmt.Errorf("gazetteer table: %w", err)
-	}
-	// The gzip trailer holds the decoded size (mod 2^32): read into one
-	// buffer of that size instead of growing one.
-	size := 0
-	if len(gz) >= 4 {
-		size = int(binary.LittleEndian.Uint32(gz[len(gz)-4:]))
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, min(size, 64<<20)+1))
-	_, err = buf.ReadFrom(zr)
-	in := buf.Bytes()
-	if err != nil {
-		return nil, fmt.Errorf("gazetteer table: %w", err)
-	}
+// key, a tab, the flags in hex, a newline. The table is not compressed:
+// expanding it is a single pass, where gunzip took most of a cold load.
+func decode(in []byte) (*sortedTable, error) {
 	nlines := bytes.Count(in, []byte{'\n'})
 	t := &sortedTable{
 		data:    make([]byte, 0, len(in)*3/2),

