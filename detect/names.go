@@ -175,7 +175,7 @@ var signOffsList = words("regards", "best", "thanks", "cheers", "sincerely", "yo
 var streetWordsList = words("street", "st", "avenue", "ave", "road", "rd", "boulevard", "blvd", "lane", "ln", "drive", "way",
 	"court", "ct", "place", "pl", "square", "sq", "terrace", "parkway", "pkwy", "highway", "hwy", "crescent", "close", "row")
 
-var longStreetWordsList = words("street", "avenue", "road", "boulevard", "lane", "drive", "parkway", "highway", "terrace", "crescent")
+var longStreetWordsList = words("street", "avenue", "road", "boulevard")
 
 var compassList = words("n", "s", "e", "w", "nw", "ne", "sw", "se")
 
@@ -470,6 +470,7 @@ type ctx struct {
 	personCue     bool   // greeting, "my name is", name key, signature
 	placeCue      bool   // preposition, location key
 	thingKey      bool   // a key whose value is a thing ("hotel", "title")
+	phrase        bool   // the run continues a capitalised phrase ("Worker Pool")
 }
 
 // thingKeys are keys whose value names a thing, not a person.
@@ -734,12 +735,27 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 	w := ws[0]
 	rest := func() {
 		if len(ws) > 1 {
-			classifyRun(text, ws[1:], ctx{}, next, person, place, add)
+			// After an ordinary capitalised word the run is a title-case
+			// phrase ("Worker Pool", "Sweet Chili Sauce"): its other words
+			// count only on strong evidence.
+			classifyRun(text, ws[1:], ctx{phrase: c.phrase || w.common() || w.f == 0}, next, person, place, add)
 		}
+	}
+	if c.phrase {
+		switch f := w.f; {
+		case w.common() || w.stop():
+		case f&(gazetteer.Country|gazetteer.BigCity) != 0 && !f.Person():
+			emit(EntityLocation, 0, 1, 0.7)
+		}
+		rest()
+		return
 	}
 	switch f := w.f; {
 	case w.stop() || w.particle || c.thingKey:
-	case f&(gazetteer.Country|gazetteer.Region) != 0 && !(f&gazetteer.Given != 0 && (c.personCue || is(next, cPersonVerbs) && !c.placeCue)):
+	case f&(gazetteer.Country|gazetteer.Region) != 0 && !(f&gazetteer.Given != 0 && (c.personCue || is(next, cPersonVerbs) && !c.placeCue)) &&
+		// An ordinary word that is also a region ("Pool", "Centre") needs a
+		// place cue; one that is a country ("Turkey") stands alone.
+		!(w.common() && f&gazetteer.Country == 0 && !c.placeCue) && !(w.common() && len(ws) > 1):
 		if !(w.common() && c.sentenceStart) {
 			emit(EntityLocation, 0, 1, 0.85)
 		}
@@ -775,7 +791,7 @@ func personSpan(ws []word, c ctx) int {
 		case a.common():
 			ok = a.f&gazetteer.Given != 0 && b.f&(gazetteer.Surname|gazetteer.Name) != 0 && b.f&(gazetteer.Country|gazetteer.Region) == 0
 		case b.common():
-			ok = a.f&gazetteer.Given != 0 && b.f&(gazetteer.Surname|gazetteer.Name) != 0
+			ok = a.f&gazetteer.Given != 0 && b.f&gazetteer.Surname != 0
 		case b.unknownName():
 			ok = a.f&gazetteer.Given != 0 // a name of either kind and a word in no list: too weak
 		default:
@@ -892,7 +908,7 @@ func streetAddress(text string, ws []word) (int, int, bool) {
 			}
 		}
 	}
-	if len(ws) >= 2 && (last.cls&cLongStreetWords != 0) {
+	if len(ws) >= 2 && last.cls&cLongStreetWords != 0 && ws[0].cls&(cStopWords|cMoreStopWords|cTechWords) == 0 {
 		return start, last.end, true
 	}
 	if (ws[0].cls&cStreetPrefixes != 0) && len(ws) >= 2 {
