@@ -1,6 +1,30 @@
 package gazetteer
 
-import "testing"
+import (
+	"sync"
+	"testing"
+)
+
+// TestLookupConcurrentFirstUse: the first lookups, from many goroutines
+// at once, all wait for the one load (run it with -race). It is the first
+// test of the package so that the table is not loaded yet.
+func TestLookupConcurrentFirstUse(t *testing.T) {
+	var wg sync.WaitGroup
+	got := make([]Flags, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = Lookup("berlin")
+		}()
+	}
+	wg.Wait()
+	for i, f := range got {
+		if f&City == 0 {
+			t.Errorf("goroutine %d: Lookup(berlin) = %#x", i, f)
+		}
+	}
+}
 
 func TestLookup(t *testing.T) {
 	tests := []struct {
