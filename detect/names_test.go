@@ -309,3 +309,40 @@ func BenchmarkPIINames(b *testing.B) {
 		})
 	}
 }
+
+// TestPIIPlan: without a model PII answers every type it knows, names
+// included; with one, the model answers PERSON, LOCATION and the types
+// PII does not know, and PII the rest.
+func TestPIIPlan(t *testing.T) {
+	p, _ := newMock(t, &mockModel{})
+	tests := []struct {
+		name     string
+		model    bool
+		entities []string
+		given    bool
+		offline  string
+		asked    string
+	}{
+		{"offline, all", false, nil, false, "[]", "[]"},
+		{"offline, some", false, []string{"PERSON", "EMAIL_ADDRESS", "NRP"}, true, "[PERSON EMAIL_ADDRESS NRP]", "[]"},
+		{"model, all", true, nil, false, fmt.Sprint(offlineOnly), "[PERSON LOCATION]"},
+		{"model, some", true, []string{"PERSON", "EMAIL_ADDRESS", "NRP"}, true, "[EMAIL_ADDRESS]", "[PERSON NRP]"},
+		{"model, none", true, []string{}, true, "[]", "[]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			SetProviders(nil)
+			if tt.model {
+				SetProviders(p.Providers())
+				defer SetProviders(nil)
+			}
+			offline, model, rec := piiPlan(tt.entities, tt.given)
+			if fmt.Sprint(offline) != tt.offline || fmt.Sprint(model) != tt.asked || (rec != nil) != tt.model {
+				t.Errorf("piiPlan = %v, %v, %v; want %s, %s", offline, model, rec, tt.offline, tt.asked)
+			}
+			if !tt.given && !tt.model && offline != nil {
+				t.Errorf("offline = %v, want nil (all types)", offline)
+			}
+		})
+	}
+}
