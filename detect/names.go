@@ -92,6 +92,7 @@ func (w word) unknownName() bool {
 	return w.f&^gazetteer.MultiStart == 0 && !w.stop() && !w.title && !w.particle && utf8.RuneCountInString(w.key) >= 2
 }
 
+// titlesList: titles before a name (Dr., Herr, Sra.), in lower case.
 var titlesList = words("mr", "mrs", "ms", "miss", "mx", "dr", "prof", "professor", "sir", "dame", "madam", "madame",
 	"herr", "frau", "fräulein", "mme", "mlle", "monsieur", "sr", "sra", "srta", "señor", "señora", "senhor", "senhora",
 	"dott", "dottore", "dottoressa", "sig", "signor", "signora", "don", "doña", "dona", "mevrouw", "meneer", "dhr", "mevr",
@@ -99,10 +100,11 @@ var titlesList = words("mr", "mrs", "ms", "miss", "mx", "dr", "prof", "professor
 	"rev", "fr", "capt", "captain", "col", "gen", "lt", "sgt", "officer", "detective", "judge", "senator", "president",
 	"chancellor", "minister", "mayor", "governor", "ambassador", "rabbi", "imam", "father", "sister", "brother", "uncle", "aunt")
 
+// particlesList: lower-case words inside names (van, de, bin).
 var particlesList = words("de", "da", "das", "do", "dos", "del", "della", "di", "du", "la", "le", "van", "von", "der", "den",
 	"ter", "ten", "bin", "ibn", "bint", "al", "el", "zu", "y", "e", "af", "av", "mac", "st")
 
-// stopWords are capitalised words that are never a name by themselves:
+// stopWordsList are capitalised words that are never a name by themselves:
 // months, weekdays, greetings, pronouns and technical words that are also
 // given names or places in some list.
 var stopWordsList = words(
@@ -115,7 +117,7 @@ var stopWordsList = words(
 	"error", "warning", "info", "debug", "note", "todo", "fixme", "true", "false", "null", "none", "ok", "yes", "no",
 )
 
-// techWords are product and language names that are also given names or
+// techWordsList are product and language names that are also given names or
 // places: never a name alone, but "Julia Wagner" is one.
 var techWordsList = words(
 	"python", "java", "julia", "ruby", "rust", "go", "kotlin", "swift", "scala", "perl", "dart", "elixir", "erlang", "haskell",
@@ -127,31 +129,33 @@ var techWordsList = words(
 	"christmas", "easter", "ramadan", "diwali", "thanksgiving", "halloween", "eid", "hanukkah",
 )
 
+// moreStopWordsList: titles without their dot, street and compass words,
+// job and technical abbreviations.
 var moreStopWordsList = words(
 	"mr", "mrs", "ms", "dr",
 	"street", "road", "avenue", "north", "south", "east", "west", "central", "new", "old", "saint",
 	"ceo", "cto", "cfo", "vp", "hr", "it", "pm", "am", "id", "api", "url", "faq", "qa", "ui", "ux",
 )
 
-// orgSuffixes after a run make it an organisation, not a person or place.
+// orgSuffixesList after a run make it an organisation, not a person or place.
 var orgSuffixesList = words("inc", "ltd", "llc", "llp", "plc", "gmbh", "ag", "sa", "sas", "srl", "spa", "bv", "nv", "oy", "ab", "as",
 	"corp", "corporation", "co", "company", "group", "holdings", "bank", "university", "institute", "foundation", "labs",
 	"technologies", "technology", "systems", "solutions", "partners", "associates", "hospital", "clinic", "school", "college",
 	"airlines", "airways", "motors", "pharma", "capital", "ventures", "consulting", "software", "media", "studios", "fc",
 	"council", "agency", "ministry", "department", "committee", "press", "times", "post", "journal", "news", "hotel")
 
-// placePreps before a word make a place reading likely.
+// placePrepsList before a word make a place reading likely.
 var placePrepsList = words("in", "at", "from", "to", "near", "into", "across", "via", "toward", "towards", "around",
 	"throughout", "outside", "within", "visit", "visiting", "visited", "nach", "aus", "bei", "à", "en", "em", "na", "no",
 	"w", "во", "в", "из", "a", "fly", "flying", "flew", "moved", "relocating", "headquartered", "based", "located", "born", "city",
 	"of", "capital", "downtown", "office")
 
-// personVerbs after a run make a person reading likely.
+// personVerbsList after a run make a person reading likely.
 var personVerbsList = words("said", "says", "wrote", "writes", "asked", "asks", "replied", "replies", "told", "tells",
 	"mentioned", "confirmed", "called", "emailed", "texted", "approved", "signed", "joined", "left", "thinks", "thought",
 	"agreed", "explained", "reported", "noted", "added", "is", "was", "has", "had", "will", "would", "can", "could")
 
-// personKeys and placeKeys are JSON/YAML/form keys whose value is a person
+// personKeysList and placeKeysList are JSON/YAML/form keys whose value is a person
 // or a place ("name": "Ana Souza", City: Porto).
 var personKeysList = words("name", "fullname", "full_name", "first_name", "firstname", "last_name", "lastname", "surname",
 	"given_name", "family_name", "author", "assignee", "reporter", "owner", "contact", "customer", "customer_name",
@@ -161,24 +165,27 @@ var personKeysList = words("name", "fullname", "full_name", "first_name", "first
 var placeKeysList = words("city", "country", "location", "address", "region", "state", "province", "place", "destination",
 	"origin", "birthplace", "hometown", "town", "county", "ort", "stadt", "land", "ville", "pays", "ciudad", "país")
 
-// greetings before a name ("Dear Ana", "Hi Tomás,").
+// greetingsList before a name ("Dear Ana", "Hi Tomás,").
 var greetingsList = words("hi", "hello", "hey", "dear", "thanks", "thank", "cheers", "welcome", "congrats", "congratulations",
 	"hallo", "liebe", "lieber", "bonjour", "cher", "chère", "hola", "estimado", "estimada", "ciao", "caro", "cara", "olá",
 	"привет", "здравствуйте", "morning", "evening", "afternoon", "ask", "cc", "ping", "meet", "met")
 
-// signOffs on the line before a name make it a signature.
+// signOffsList on the line before a name make it a signature.
 var signOffsList = words("regards", "best", "thanks", "cheers", "sincerely", "yours", "warmly", "respectfully", "best regards",
 	"kind regards", "many thanks", "thank you", "warm regards", "all the best", "mit freundlichen grüßen", "cordialement",
 	"saludos", "un saludo", "atentamente", "cordiali saluti", "grüße", "viele grüße", "love", "talk soon", "br")
 
-// streetWords end (or, for the Romance ones, start) a street name.
+// streetWordsList end (or, for the Romance ones, start) a street name.
 var streetWordsList = words("street", "st", "avenue", "ave", "road", "rd", "boulevard", "blvd", "lane", "ln", "drive", "way",
 	"court", "ct", "place", "pl", "square", "sq", "terrace", "parkway", "pkwy", "highway", "hwy", "crescent", "close", "row")
 
+// longStreetWordsList end a street name even without a house number.
 var longStreetWordsList = words("street", "avenue", "road", "boulevard")
 
+// compassList may follow a street name ("Pennsylvania Avenue NW").
 var compassList = words("n", "s", "e", "w", "nw", "ne", "sw", "se")
 
+// streetPrefixesList start a street name ("Rue de Rivoli", "Via Roma").
 var streetPrefixesList = words("rue", "via", "calle", "avenida", "rua", "piazza", "plaza", "viale", "corso", "boulevard", "avenue", "ulica", "ul")
 
 var streetSuffixesDE = []string{"straße", "strasse", "str", "gasse", "weg", "platz", "allee", "ring", "damm", "gracht", "laan", "straat", "vej", "gatan", "gata", "veien"}
@@ -473,7 +480,7 @@ type ctx struct {
 	phrase        bool   // the run continues a capitalised phrase ("Worker Pool")
 }
 
-// thingKeys are keys whose value names a thing, not a person.
+// thingKeysList are keys whose value names a thing, not a person.
 var thingKeysList = words("hotel", "company", "title", "product", "org", "organization", "organisation", "team", "project",
 	"subject", "event", "room", "repo", "repository", "venue", "restaurant", "brand", "vendor", "component", "category",
 	"status", "type", "kind", "label", "model", "tool", "function", "service", "app")
@@ -817,7 +824,7 @@ func personSpan(ws []word, c ctx) int {
 	return k
 }
 
-// personPreps before two unknown capitalised words make them a person.
+// personPrepsList before two unknown capitalised words make them a person.
 var personPrepsList = words("by", "with", "to", "from", "for", "cc", "and", "contact", "customer", "caller", "user", "agent",
 	"manager", "colleague", "assigned", "ask", "tell", "call", "email", "mr", "mrs", "ms", "dr", "met", "thank", "thanks")
 
