@@ -61,6 +61,7 @@ type word struct {
 	f          gazetteer.Flags
 	title      bool // Dr, Mrs, Herr... (a trailing '.' is inside end)
 	particle   bool // van, de, bin... (lower case inside a name)
+	hyphen     bool // in no list, shaped like "Ji-hoon" (hyphenGiven)
 	cls        wordClass
 }
 
@@ -80,6 +81,22 @@ func (w word) nameLike() bool {
 
 // givenName: a known given name (or a name of either kind).
 func (w word) givenName() bool { return w.f&(gazetteer.Given|gazetteer.Name) != 0 }
+
+// hyphenGiven: the shape of a romanised Korean or Chinese given name in
+// no list, two syllables joined by a hyphen, the second in lower case
+// ("Ji-hoon", "Seo-yeon", "Xiao-ming").
+func hyphenGiven(raw string) bool {
+	i := strings.IndexByte(raw, '-')
+	if i < 1 || i > 5 || len(raw)-i-1 < 2 || len(raw)-i-1 > 5 || !(raw[i+1] >= 'a' && raw[i+1] <= 'z') {
+		return false
+	}
+	for j := 0; j < len(raw); j++ {
+		if c := raw[j]; j != i && !(c >= 'a' && c <= 'z' || j == 0 && c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
 
 // surnameLike: a known name of any kind, or a small town's name (many
 // surnames are), not an ordinary word.
@@ -153,7 +170,7 @@ var placePrepsList = words("in", "at", "from", "to", "near", "into", "across", "
 // personVerbsList after a run make a person reading likely.
 var personVerbsList = words("said", "says", "wrote", "writes", "asked", "asks", "replied", "replies", "told", "tells",
 	"mentioned", "confirmed", "called", "emailed", "texted", "approved", "signed", "joined", "left", "thinks", "thought",
-	"agreed", "explained", "reported", "noted", "added", "is", "was", "has", "had", "will", "would", "can", "could")
+	"agreed", "explained", "reported", "noted", "added")
 
 // personKeysList and placeKeysList are JSON/YAML/form keys whose value is a person
 // or a place ("name": "Ana Souza", City: Porto).
@@ -423,6 +440,7 @@ func scanNames(text string, i int, person, place bool, add func(string, int, int
 			w.title = w.cls&cTitles != 0
 			if !w.title {
 				w.f = gazetteer.Lookup(w.key)
+				w.hyphen = w.f == 0 && hyphenGiven(raw)
 			}
 		}
 		// A title or an initial may be followed by a dot.
@@ -701,7 +719,7 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 		for k < len(ws) && k < 4 && (ws[k].f.Place() || ws[k].f == 0 && (c.prev == "city" || is(c.prev, cPlaceKeys))) {
 			k++
 		}
-		if k > 0 && (ws[0].f.Place()) && !(ws[0].f&gazetteer.Given != 0 && k < len(ws) && ws[k].f.Person() && !ws[k].f.Place()) {
+		if k > 0 && ws[0].f.Place() && !ws[0].stop() && !(ws[0].f&gazetteer.Given != 0 && k < len(ws) && ws[k].f.Person() && !ws[k].f.Place()) {
 			emit(EntityLocation, 0, k, 0.8)
 			if k < len(ws) {
 				classifyRun(text, ws[k:], ctx{}, next, person, place, add)
@@ -714,7 +732,7 @@ func classifyRun(text string, ws []word, c ctx, next string, person, place bool,
 		}
 	}
 	// A person cue: the name-like words are a person.
-	if c.personCue || is(next, cPersonVerbs) && len(ws) >= 2 {
+	if c.personCue || is(next, cPersonVerbs) && len(ws) >= 2 && (ws[0].f.Person() || ws[1].f.Person()) {
 		b := 0
 		for b < len(ws) && b < 4 && ws[b].nameLike() && (!ws[b].common() || b > 0 && ws[b].f.Person()) && !(ws[b].f.Place() && !ws[b].f.Person() && ws[b].f&gazetteer.City == 0) {
 			b++
@@ -808,6 +826,9 @@ func personSpan(ws []word, c ctx) int {
 		ok = true // family name first: "Zhang Wei", "Tanaka Hiroshi"
 	case a.unknownName() && b.f&(gazetteer.Surname|gazetteer.Name) != 0 && !b.common() && !c.sentenceStart:
 		ok = true
+	case a.hyphen && b.f&(gazetteer.Surname|gazetteer.Name) != 0 && b.f&(gazetteer.Country|gazetteer.Region) == 0,
+		b.hyphen && a.f&(gazetteer.Surname|gazetteer.Name) != 0 && a.f&(gazetteer.Country|gazetteer.Region) == 0:
+		ok = true // "Hyun-woo Lee", "Park Ji-hoon"
 	case a.unknownName() && b.unknownName() && is(c.prev, cPersonPreps):
 		ok = true // "assigned to Nikos Papadopoulos"
 	}

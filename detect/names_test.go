@@ -346,3 +346,41 @@ func TestPIIPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestNames pins each context rule of the recogniser on one example.
+func TestNames(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want []string
+	}{
+		{"issue example", "Please email Angela Merkel in Berlin about the invoice", []string{"PERSON:Angela Merkel", "LOCATION:Berlin"}},
+		{"title, not in the span", "Call Dr. Okonkwo back.", []string{"PERSON:Okonkwo"}},
+		{"greeting then title", "Dear Mrs. Adeyemi, your slot moved.", []string{"PERSON:Adeyemi"}},
+		{"signature", "See you then.\nBest regards,\nMaria Fernández", []string{"PERSON:Maria Fernández"}},
+		{"name and location keys", `{"name": "Kwame Mensah", "city": "Accra"}`, []string{"PERSON:Kwame Mensah", "LOCATION:Accra"}},
+		{"mailbox display name", "From: Tunde Bakare <tunde@example.ng>", []string{"PERSON:Tunde Bakare", "EMAIL_ADDRESS:tunde@example.ng"}},
+		{"family name first", "My name is Zhang Wei.", []string{"PERSON:Zhang Wei"}},
+		{"hyphenated given name", "Let Hyun-woo Lee know.", []string{"PERSON:Hyun-woo Lee"}},
+		{"multi-word place", "Flights from São Paulo to Rio de Janeiro", []string{"LOCATION:São Paulo", "LOCATION:Rio de Janeiro"}},
+		{"city, country", "I live in Shanghai, China.", []string{"LOCATION:Shanghai", "LOCATION:China"}},
+		{"house number and street", "Ship to 221B Baker Street, London.", []string{"LOCATION:221B Baker Street", "LOCATION:London"}},
+		{"street and house number", "Hauptstraße 12, 10115 Berlin", []string{"LOCATION:Hauptstraße 12", "LOCATION:Berlin"}},
+		{"Cyrillic", "Владимир Путин прибыл.", []string{"PERSON:Владимир Путин"}},
+		{"sentence-initial ordinary words", "Will you send it? May I ask? Bill me later.", nil},
+		{"months and weekdays", "Due in June, or on Monday in August.", nil},
+		{"organisation suffix", "Apple Inc and Acme Corp signed.", nil},
+		{"code identifiers", "Call getUserName() or User.Name or MAX_NAME.", nil},
+		{"title-case phrase", "Open the Worker Pool and the Shared Drive.", nil},
+		{"product names", "Jenkins runs Kafka and Julia jobs.", nil},
+		{"two ordinary words", "Turn on Dark Mode and add Brown Sugar.", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := piiString(PII(tt.text, nil), tt.text)
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("PII(%q) = %q, want %q", tt.text, got, tt.want)
+			}
+		})
+	}
+}
