@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/trace"
@@ -42,7 +42,7 @@ func (w *warnings) add(traceIdx, msgIdx int, format string, args ...any) {
 	}
 }
 
-var messageIDRx = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var messageIDRx = lazyregexp.New(`^[A-Za-z0-9_-]{1,64}$`)
 
 // outputTimeLayout is the API's output time form (explorer-api §1.6).
 const outputTimeLayout = "2006-01-02T15:04:05.000000Z"

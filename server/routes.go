@@ -72,6 +72,15 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "PATCH /api/v1/users/{id}", accessAdmin, s.handleUserUpdate)
 	s.handle(mux, "DELETE /api/v1/users/{id}", accessAdmin, s.handleUserDelete)
 
+	// Guardrails check API (§10); anonymous when check_requires_key=false.
+	check, checkAccess := newChecker(s), accessIngest
+	if s.cfg.CheckAnonymous {
+		checkAccess = accessPublic
+	}
+	s.handle(mux, "POST /api/v1/policy/check", checkAccess, check.handleCheck)
+	s.handle(mux, "POST /api/v1/policy/check/batch", checkAccess, check.handleCheckBatch)
+	s.handle(mux, "POST /api/v1/policy/load", checkAccess, check.handleLoad)
+
 	// Audit ledger (ledger.md §10).
 	s.handle(mux, "GET /api/v1/ledger/public-key", accessNone, s.handlePublicKey)
 	s.handle(mux, "GET /api/v1/ledger/sessions/{id}", accessRead, s.handleSessionGet)

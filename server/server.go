@@ -1,7 +1,8 @@
 // Package server is Vigil's HTTP API: the Explorer-compatible trace store
 // endpoints (push, append, datasets, traces, annotations, JSONL upload and
 // export, identity and API keys; spec/explorer-api.md), the audit ledger
-// endpoints (spec/ledger.md §10), health, readiness and Prometheus metrics.
+// endpoints (spec/ledger.md §10), the guardrails check API (check.go),
+// health, readiness and Prometheus metrics.
 //
 // Goals: Invariant-compatible request and response shapes where the spec
 // marks them [I]; one JSON error shape ({"detail","code"}); every request
@@ -18,7 +19,8 @@
 // Layout: routes.go holds the whole route table; one file per resource
 // (push.go, datasets.go, traces.go, snippets.go, annotations.go, jsonl.go
 // for upload and export, keys.go, users.go, audit.go and nodes.go for the ledger,
-// agents.go, sdk.go for the @invariance/sdk endpoints, health.go);
+// agents.go, sdk.go for the @invariance/sdk endpoints, check.go for
+// /policy/check, /check/batch and /load, health.go);
 // ingest.go is the normalise-and-seal pipeline every write path shares;
 // access.go, auth.go, errors.go, idempotency.go, middleware.go and
 // metrics.go are the plumbing.
@@ -57,7 +59,8 @@ type Config struct {
 	// AccessLog receives one line per request (accesslog.go; nil: no
 	// access log).
 	AccessLog *slog.Logger
-	// Version is reported by /api/v1/version ("" = "dev").
+	// Version, when set and not "dev", replaces the module version of the
+	// build information that /api/v1/version reports (internal/buildinfo).
 	Version string
 	// MaxJSONBytes limits JSON request bodies (0: DefaultMaxJSONBytes).
 	MaxJSONBytes int64
@@ -78,6 +81,18 @@ type Config struct {
 	// ("https://app.example.com"; "*" for any; nil: none, no CORS
 	// headers). See cors.go.
 	CORSOrigins []string
+	// CheckCacheSize is the number of compiled rules the check API keeps
+	// (guardrails.cache_size; 0: DefaultCheckCacheSize). See check.go.
+	CheckCacheSize int
+	// CheckAnonymous lets callers without a key use the check API
+	// (guardrails.check_requires_key=false; default false: an ingest key).
+	CheckAnonymous bool
+	// CheckConcurrency bounds the policy evaluations running at once
+	// (0: GOMAXPROCS); requests beyond it wait, then get 429.
+	CheckConcurrency int
+	// CheckTimeout is the evaluation wall time of a check request
+	// (0: DefaultCheckTimeout, 5 s).
+	CheckTimeout time.Duration
 	// Now returns the current time (nil: time.Now). Tests set it.
 	Now func() time.Time
 }

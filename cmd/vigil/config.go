@@ -30,9 +30,9 @@ import (
 // with a suggestion, so a typo never silently does nothing. What takes
 // effect in this build (inEffect) is: listen, data_dir, db, tls, log,
 // cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
-// metrics, ledger.key_file and detectors (limits: see the Limits field).
-// auth.session_ttl and auth.secure_cookies apply to browser sessions of
-// the web UI, and otlp, guardrails, ledger.close_idle_after and gateway to
+// metrics, ledger.key_file, detectors and guardrails (limits: see the
+// Limits field). auth.session_ttl and auth.secure_cookies apply to browser
+// sessions of the web UI, and otlp, ledger.close_idle_after and gateway to
 // parts not in this build: they are validated and otherwise unused, and
 // vigil serve logs which of them the file sets.
 //
@@ -103,7 +103,8 @@ type otlpConfig struct {
 	DefaultDataset string `yaml:"default_dataset"`
 }
 
-// guardrailsConfig is the guardrails section (not in this build).
+// guardrailsConfig is the guardrails section: the check API's rule cache
+// size (0: 1024) and whether it needs an API key (default true).
 type guardrailsConfig struct {
 	CacheSize        int   `yaml:"cache_size"`
 	CheckRequiresKey *bool `yaml:"check_requires_key"`
@@ -233,6 +234,9 @@ func (c *fileConfig) validate() error {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("tls: set both cert_file and key_file, or neither")
 	}
+	if c.Guardrails.CacheSize < 0 {
+		return fmt.Errorf("guardrails.cache_size is %d, want 0 (the default, 1024) or more", c.Guardrails.CacheSize)
+	}
 	for i, o := range c.CORSOrigins {
 		if err := checkOrigin(o); err != nil {
 			return fmt.Errorf("cors_origins[%d]: %w", i, err)
@@ -305,6 +309,7 @@ func nodeKind(n *yaml.Node) string {
 var inEffect = []string{
 	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth.admin_username",
 	"auth.anonymous_read_public", "sharing", "limits", "metrics", "ledger.key_file", "detectors",
+	"guardrails",
 }
 
 // notInEffect returns the keys the file sets that this build does not use;

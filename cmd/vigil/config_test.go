@@ -135,7 +135,7 @@ func TestFullConfigFile(t *testing.T) {
 		time.Duration(c.Gateway.Stream.CheckMaxDelay) != 50*time.Millisecond || c.Gateway.MCP.RugPullAction.Value != "block" {
 		t.Errorf("decoded %+v", c)
 	}
-	want := "otlp,guardrails,ledger.close_idle_after,gateway,auth.session_ttl,auth.secure_cookies"
+	want := "otlp,ledger.close_idle_after,gateway,auth.session_ttl,auth.secure_cookies"
 	got := c.notInEffect()
 	slices.Sort(got)
 	w := strings.Split(want, ",")

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vigilhq/vigil/detect"
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
@@ -54,11 +55,18 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"With --db and no --data-dir or --ledger-key-file nothing is written to the local disk:\n"+
 			"the ledger signing key is kept in the database, shared by every server using it.\n"+
 			"Every request is logged (method, path, status, bytes, duration, key id) at level info.\n"+
-			"The garbage collector runs with GOGC=400 unless GOGC is set.", stderr)
+			"The garbage collector runs with GOGC=400 unless GOGC is set.\n"+
+			"The check API (POST /api/v1/policy/check) calls model-backed detectors at\n"+
+			"--detectors-base-url (detectors.base_url); without one, rules using them fail to load.", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	detCfg, err := fc.detectorConfig()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	detCfg.RegisterFlags(fs)
 	listen := fs.String("listen", envOr("VIGIL_LISTEN", fc.Listen), "listen address (env VIGIL_LISTEN; PORT sets the port)")
 	where := addStoreFlags(fs, fc)
 	dataDir := &where.dataDir
@@ -71,6 +79,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	opts, err := serveSettings(fc)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if err := detect.Configure(detCfg); err != nil {
+		return fmt.Errorf("serve: detectors: %w", err)
 	}
 	setServerGC()
 	if *listen == "" {
@@ -122,6 +133,8 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		AnonymousReadPublic: opts.anonymousReadPublic,
 		SharingDisabled:     !opts.sharing,
 		CORSOrigins:         fc.CORSOrigins,
+		CheckCacheSize:      opts.checkCacheSize,
+		CheckAnonymous:      !opts.checkRequiresKey,
 	}
 	if cfg.MaxJSONBytes, err = envSize("VIGIL_LIMITS_MAX_JSON_BYTES"); err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -268,6 +281,8 @@ type serveOptions struct {
 	sharing             bool
 	metricsPublic       bool
 	certFile, keyFile   string
+	checkCacheSize      int  // guardrails.cache_size (0: the server's default)
+	checkRequiresKey    bool // guardrails.check_requires_key
 }
 
 // serveSettings resolves the auth, sharing, metrics and tls settings:
@@ -288,9 +303,16 @@ func serveSettings(fc *fileConfig) (serveOptions, error) {
 		{"VIGIL_AUTH_ANONYMOUS_READ_PUBLIC", fc.Auth.AnonymousReadPublic, false, &o.anonymousReadPublic},
 		{"VIGIL_SHARING_ENABLED", fc.Sharing.Enabled, true, &o.sharing},
 		{"VIGIL_METRICS_PUBLIC", fc.Metrics.Public, false, &o.metricsPublic},
+		{"VIGIL_GUARDRAILS_CHECK_REQUIRES_KEY", fc.Guardrails.CheckRequiresKey, true, &o.checkRequiresKey},
 	} {
 		if *b.dst, err = envBoolOr(b.env, b.file, b.def); err != nil {
 			return o, err
+		}
+	}
+	o.checkCacheSize = fc.Guardrails.CacheSize
+	if v := strings.TrimSpace(os.Getenv("VIGIL_GUARDRAILS_CACHE_SIZE")); v != "" {
+		if o.checkCacheSize, err = strconv.Atoi(v); err != nil || o.checkCacheSize < 0 {
+			return o, fmt.Errorf("VIGIL_GUARDRAILS_CACHE_SIZE: want a number of rules, 0 or more, got %q", v)
 		}
 	}
 	if o.adminUsername != "" && !usernameRx.MatchString(o.adminUsername) {
