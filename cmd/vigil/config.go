@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"io"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -246,7 +246,7 @@ func (c *fileConfig) validate() error {
 }
 
 // usernameRx is the username syntax of explorer-api §1.4.
-var usernameRx = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+var usernameRx = lazyregexp.New(`^[a-zA-Z0-9_.-]{1,64}$`)
 
 // checkOrigin accepts "*" or a browser origin: scheme://host[:port],
 // without a path.
