@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"io"
 	"io/fs"
 	"net/url"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/detect"
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"go.yaml.in/yaml/v3"
 )
 
