@@ -1,8 +1,8 @@
 package detect
 
 import (
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -351,10 +351,10 @@ func numericRun(text string, i int) (e, end int) {
 }
 
 var (
-	cardRE  = regexp.MustCompile(`\d(?:[ -]?\d){12,18}`)
-	ssnRE   = regexp.MustCompile(`\d{3}-\d{2}-\d{4}|\d{3} \d{2} \d{4}|\d{3}\.\d{2}\.\d{4}`)
-	ipv4RE  = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
-	phoneRE = regexp.MustCompile(`\+\d{1,3}(?:[ .-]?\(?\d{1,5}\)?){1,6}|\(\d{3}\) ?\d{3}[ .-]\d{4}|\d{3}[.-]\d{3}[.-]\d{4}|\d{2,5}(?:[ ]\d{2,5}){2,4}`)
+	cardRE  = lazyregexp.New(`\d(?:[ -]?\d){12,18}`)
+	ssnRE   = lazyregexp.New(`\d{3}-\d{2}-\d{4}|\d{3} \d{2} \d{4}|\d{3}\.\d{2}\.\d{4}`)
+	ipv4RE  = lazyregexp.New(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
+	phoneRE = lazyregexp.New(`\+\d{1,3}(?:[ .-]?\(?\d{1,5}\)?){1,6}|\(\d{3}\) ?\d{3}[ .-]\d{4}|\d{3}[.-]\d{3}[.-]\d{4}|\d{2,5}(?:[ ]\d{2,5}){2,4}`)
 )
 
 // scanNumeric runs the numeric recognisers on the run [s, e).
@@ -411,7 +411,7 @@ func scanNumeric(text string, s, e int, add func(string, int, int, float64)) {
 }
 
 // findAll is re.FindAllStringIndex(s, -1) when may is true, else nil.
-func findAll(re *regexp.Regexp, s string, may bool) [][]int {
+func findAll(re *lazyregexp.Regexp, s string, may bool) [][]int {
 	if !may {
 		return nil
 	}

@@ -10,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/vigilhq/vigil/detect"
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -246,7 +246,7 @@ func (c *fileConfig) validate() error {
 }
 
 // usernameRx is the username syntax of the API (docs/api.md).
-var usernameRx = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+var usernameRx = lazyregexp.New(`^[a-zA-Z0-9_.-]{1,64}$`)
 
 // checkOrigin accepts "*" or a browser origin: scheme://host[:port],
 // without a path.
