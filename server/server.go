@@ -80,6 +80,10 @@ type Config struct {
 	CORSOrigins []string
 	// Now returns the current time (nil: time.Now). Tests set it.
 	Now func() time.Time
+	// RuleCacheSize is the number of compiled dataset guardrail rules
+	// kept (guardrails.cache_size; 0: DefaultRuleCacheSize). See
+	// rulecache.go.
+	RuleCacheSize int
 }
 
 // Server serves the API. Create it with New; it is safe for concurrent use.
@@ -98,6 +102,11 @@ type Server struct {
 	handler http.Handler
 
 	authCache sync.Map // key hash -> *cachedPrincipal
+
+	// Dataset guardrails (guardrails.go, rulecache.go).
+	rules    *RuleCache
+	rulesets *rulesets
+	feed     *guardrailFeed
 }
 
 // New returns a Server for cfg.
@@ -136,6 +145,7 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.startGuardrails()
 	mux := http.NewServeMux()
 	s.routes(mux)
 	s.handler = s.accessLog(s.cors(s.recoverMiddleware(mux)))
