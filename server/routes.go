@@ -99,6 +99,13 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/ledger/agents/{agent...}", accessRead, s.handleAgentGet)
 	s.handle(mux, "DELETE /api/v1/ledger/agents/{agent...}", accessAdmin, s.handleAgentDelete)
 
+	// Findings, review queue, evals (ledger.md §8.1–8.3, §10).
+	s.handle(mux, "GET /api/v1/findings", accessRead, s.handleFindingList)
+	s.handle(mux, "GET /api/v1/findings/{id}", accessRead, s.handleFindingGet)
+	s.handle(mux, "PATCH /api/v1/findings/{id}", accessFull, s.handleFindingPatch)
+	s.handle(mux, "GET /api/v1/review-queue", accessRead, s.handleReviewQueue)
+	s.handle(mux, "GET /api/v1/evals", accessRead, s.handleEvals)
+
 	// @invariance/sdk-compatible ledger endpoints (ledger.md §10).
 	s.handle(mux, "POST /v1/sessions", accessIngest, s.idempotent(s.maxJSON, s.handleSDKSessionCreate))
 	s.handle(mux, "GET /v1/sessions/{id}", accessRead, s.handleSDKSessionGet)
