@@ -839,6 +839,8 @@ type changeJSON struct {
 // handleGuardrailChanges serves GET /api/v1/guardrails/changes?after=&wait=
 // (explorer-api §9.3). When nothing the caller can read is newer than
 // after, the request is held until a change arrives or wait seconds pass.
+// after=0 answers at once with the current seq, except on a feed that has
+// never changed (seq 0), where it is held like after=seq would be.
 func (s *Server) handleGuardrailChanges(w http.ResponseWriter, r *http.Request, p *principal) error {
 	q := r.URL.Query()
 	var after int64
@@ -861,13 +863,16 @@ func (s *Server) handleGuardrailChanges(w http.ResponseWriter, r *http.Request, 
 	defer deadline.Stop()
 	ctx := r.Context()
 	vis := &feedVisibility{s: s, p: p, ctx: ctx, datasets: map[string]*store.Dataset{}}
-	for {
+	for first := true; ; first = false {
 		wake := s.feed.waiter()
 		feed, err := s.st.ListGuardrailChanges(ctx, after, feedPage)
 		if err != nil {
 			return fmt.Errorf("read guardrail change feed after %d: %w", after, err)
 		}
-		if after == 0 {
+		// after=0 is a client starting up: no history, only the current
+		// seq. On a feed that never had a change that seq is 0 as well, so
+		// the request is held like any other until the first change.
+		if after == 0 && first && feed.Latest > 0 {
 			writeJSON(w, http.StatusOK, map[string]any{"seq": feed.Latest, "changes": []changeJSON{}})
 			return nil
 		}

@@ -423,8 +423,24 @@ func TestGuardrailChangeFeed(t *testing.T) {
 		if err != nil || start.Seq != 0 || len(start.Changes) != 0 {
 			t.Fatalf("after=0 on an empty feed: %+v, %v", start, err)
 		}
+		// On a feed that never changed, after=0 is held until the first
+		// change (seq 0 gives the client nothing else to wait from).
+		first := make(chan *client.GuardrailChanges, 1)
+		go func() {
+			r, _ := ts.c.GuardrailChangesAfter(ctx, 0, 20*time.Second)
+			first <- r
+		}()
+		time.Sleep(100 * time.Millisecond)
 		if _, err := ts.c.CreateGuardrail(ctx, fx.ds.ID, client.GuardrailCreate{Name: "a", Policy: ruleEmail}); err != nil {
 			t.Fatal(err)
+		}
+		select {
+		case r := <-first:
+			if r == nil || len(r.Changes) != 1 || r.Seq == 0 {
+				t.Errorf("held after=0 on an empty feed answered %+v", r)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("held after=0 request not answered by the first change")
 		}
 		now, err := ts.c.GuardrailChangesAfter(ctx, 0, 0)
 		if err != nil || now.Seq == 0 || len(now.Changes) != 0 {
