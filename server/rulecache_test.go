@@ -10,7 +10,9 @@ import (
 
 func TestRuleCache(t *testing.T) {
 	c := NewRuleCache(2, policy.Options{})
-	rule := func(i int) string { return fmt.Sprintf("raise \"r%d\" if:\n    (msg: Message)\n    msg.role == \"user\"\n", i) }
+	rule := func(i int) string {
+		return fmt.Sprintf("raise \"r%d\" if:\n    (msg: Message)\n    msg.role == \"user\"\n", i)
+	}
 	p1, err := c.Load(rule(1))
 	if err != nil {
 		t.Fatal(err)
