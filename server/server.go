@@ -11,14 +11,17 @@
 // as the event (proof on ingest); upload and export stream with bounded
 // memory; Idempotency-Key replay on the create endpoints (explorer-api §1.6).
 //
-// Non-goals (for now): dataset guardrails, findings, search, OTLP,
-// browser sessions, the web UI and the gateway routes, which later issues
-// add to the route table in routes.go.
+// Non-goals (for now): monitors (running guardrails on ingest), search,
+// OTLP, browser sessions, the web UI and the gateway routes, which later
+// issues add to the route table in routes.go.
 //
 // Layout: routes.go holds the whole route table; one file per resource
 // (push.go, datasets.go, traces.go, snippets.go, annotations.go, jsonl.go
 // for upload and export, keys.go, users.go, audit.go and nodes.go for the ledger,
-// agents.go, sdk.go for the @invariance/sdk endpoints, health.go);
+// agents.go, sdk.go for the @invariance/sdk endpoints, health.go;
+// guardrails.go for dataset guardrails and their change feed, with
+// rulecache.go for the compiled rules; findings.go and evals.go for the
+// review queue and evals);
 // ingest.go is the normalise-and-seal pipeline every write path shares;
 // access.go, auth.go, errors.go, idempotency.go, middleware.go and
 // metrics.go are the plumbing.

@@ -139,6 +139,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 	}
+	hs.RegisterOnShutdown(func() { srv.Close() }) // answers held change-feed requests at once
 	scheme := "http"
 	if opts.certFile != "" {
 		cert, err := tls.LoadX509KeyPair(opts.certFile, opts.keyFile)
