@@ -629,12 +629,12 @@ func globMatch(pattern, name string) bool {
 	pi, ni, star, mark := 0, 0, -1, 0
 	for ni < len(n) {
 		switch {
-		case pi < len(p) && (p[pi] == '?' || p[pi] == n[ni]):
-			pi++
-			ni++
 		case pi < len(p) && p[pi] == '*':
 			star, mark = pi, ni
 			pi++
+		case pi < len(p) && (p[pi] == '?' || p[pi] == n[ni]):
+			pi++
+			ni++
 		case star >= 0:
 			pi = star + 1
 			mark++

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/store"
@@ -545,10 +546,76 @@ func TestGlobMatch(t *testing.T) {
 		{"sh*ll*", "shell", true},
 		{"héllo?", "héllo!", true},
 		{"[a]", "a", false}, // no character classes: [ is literal
+		{"*xy", "*xy", true}, // a * in the name is an ordinary rune (found by FuzzGlobMatch)
+		{"a*", "*", false},
 	}
 	for _, tc := range tests {
 		if got := globMatch(tc.pattern, tc.name); got != tc.want {
 			t.Errorf("globMatch(%q, %q) = %v", tc.pattern, tc.name, got)
 		}
 	}
+}
+
+// TestGuardrailRoutesFallback: paths under /api/v1/dataset/{id}/ that no
+// guardrail route serves get the API's JSON 404, and the dataset routes
+// the catch-all sits beside still answer.
+func TestGuardrailRoutesFallback(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	fx := newGuardrailFixture(t, ts)
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/api/v1/dataset/" + fx.ds.ID + "/nonsense"},
+		{"GET", "/api/v1/dataset/" + fx.ds.ID + "/policy"}, // create is POST
+		{"PATCH", "/api/v1/dataset/" + fx.ds.ID + "/policy"},
+		{"DELETE", "/api/v1/dataset/" + fx.ds.ID + "/policy-history"},
+	} {
+		st, b := ts.do(t, tc.method, tc.path, adminKey, nil)
+		if st != 404 || !strings.Contains(string(b), `"code":"not_found"`) {
+			t.Errorf("%s %s: %d %s", tc.method, tc.path, st, b)
+		}
+	}
+	for _, path := range []string{"/api/v1/dataset/byid/" + fx.ds.ID, "/api/v1/dataset/byuser/admin/gd", "/api/v1/dataset/byid/" + fx.ds.ID + "/traces"} {
+		if st, b := ts.do(t, "GET", path, adminKey, nil); st != 200 {
+			t.Errorf("GET %s: %d %s", path, st, b)
+		}
+	}
+}
+
+// FuzzGlobMatch checks the scope glob matcher: it never panics, a pattern
+// without metacharacters matches exactly itself, and "*" + name matches
+// anything ending in name (for valid UTF-8).
+func FuzzGlobMatch(f *testing.F) {
+	for _, s := range [][2]string{{"*", ""}, {"a*c", "abbc"}, {"?", "é"}, {"**?*", "xy"}, {"shell-*", "shell-tools"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, name string) {
+		got := globMatch(pattern, name)
+		if !utf8.ValidString(pattern) || !utf8.ValidString(name) {
+			return // scopes and names come from JSON strings; only no panic is required here
+		}
+		if !strings.ContainsAny(pattern, "*?") && got != (pattern == name) {
+			t.Fatalf("globMatch(%q, %q) = %v for a literal pattern", pattern, name, got)
+		}
+		if !strings.ContainsAny(name, "*?") && !globMatch("*"+name, pattern+name) {
+			t.Fatalf("globMatch(%q, %q) = false", "*"+name, pattern+name)
+		}
+	})
+}
+
+// FuzzCheckScope checks the scope validator: it never panics, and what it
+// accepts is valid JSON it accepts again unchanged.
+func FuzzCheckScope(f *testing.F) {
+	for _, s := range []string{`null`, `{"kinds":["llm"]}`, `{"mcp_servers":["a*"],"mcp_clients":[]}`, `{"kinds":["web"]}`, `{"x":1}`, `[]`, `"s"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		out, err := checkScope(json.RawMessage(raw))
+		if err != nil || out == nil {
+			return
+		}
+		again, err := checkScope(out)
+		if err != nil || string(again) != string(out) {
+			t.Fatalf("checkScope(%s) = %s, then %s, %v", raw, out, again, err)
+		}
+		_ = scopeMatches(out, "mcp", "srv", "cli")
+	})
 }

@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"testing"
 
+	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/policy"
 )
 
@@ -62,4 +66,72 @@ func BenchmarkRuleCacheHit(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkCurrentRuleset measures the hot-path ruleset lookup of a
+// dataset with 5 guardrails while the change feed is live (no query).
+func BenchmarkCurrentRuleset(b *testing.B) {
+	ts := newTestServer(b, openSQLite(b))
+	ctx := context.Background()
+	ds := benchGuardrails(b, ts, 5)
+	if _, err := ts.srv.currentRuleset(ctx, ds); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		rs, err := ts.srv.currentRuleset(ctx, ds)
+		if err != nil || len(rs.Rules) != 5 {
+			b.Fatal(len(rs.Rules), err)
+		}
+	}
+}
+
+// BenchmarkGuardrailPoll measures a gateway's poll of the ruleset endpoint
+// over loopback: with the current ETag (304) and without (200, 5 rules).
+func BenchmarkGuardrailPoll(b *testing.B) {
+	ts := newTestServer(b, openSQLite(b))
+	benchGuardrails(b, ts, 5)
+	url := ts.URL + "/api/v1/dataset/byuser/admin/bench/policy"
+	hc := ts.Client()
+	for _, bc := range []struct {
+		name, inm string
+		want      int
+	}{{"not-modified", `"rs-5"`, 304}, {"full", "", 200}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				req, _ := http.NewRequest("GET", url, nil)
+				req.Header.Set("Authorization", "Bearer "+adminKey)
+				if bc.inm != "" {
+					req.Header.Set("If-None-Match", bc.inm)
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != bc.want {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+}
+
+// benchGuardrails creates dataset "bench" with n guardrails and returns
+// its id.
+func benchGuardrails(b *testing.B, ts *testServer, n int) string {
+	b.Helper()
+	ctx := context.Background()
+	d, err := ts.c.CreateDataset(ctx, "bench", nil, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		rule := fmt.Sprintf("raise \"r%d\" if:\n    (msg: Message)\n    \"x%d\" in msg.content\n", i, i)
+		if _, err := ts.c.CreateGuardrail(ctx, d.ID, client.GuardrailCreate{Name: fmt.Sprint("r", i), Policy: rule}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return d.ID
 }
