@@ -545,7 +545,7 @@ func TestGlobMatch(t *testing.T) {
 		{"*.tools", "shell.tool", false},
 		{"sh*ll*", "shell", true},
 		{"héllo?", "héllo!", true},
-		{"[a]", "a", false}, // no character classes: [ is literal
+		{"[a]", "a", false},  // no character classes: [ is literal
 		{"*xy", "*xy", true}, // a * in the name is an ordinary rune (found by FuzzGlobMatch)
 		{"a*", "*", false},
 	}
