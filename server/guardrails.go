@@ -24,6 +24,17 @@ import (
 // stops the feed.
 func (s *Server) startGuardrails() {
 	s.rules = NewRuleCache(s.cfg.RuleCacheSize, policy.Options{})
+	s.metrics.counter("vigil_rules_cache_hits_total", "Dataset guardrail rules found compiled in the rule cache.")
+	s.metrics.counter("vigil_rules_cache_misses_total", "Dataset guardrail rules compiled (not in the rule cache).")
+	s.metrics.histogram("vigil_rules_compile_seconds", "Time to compile a dataset guardrail rule.", defBuckets)
+	s.rules.observe = func(hit bool, compile time.Duration) {
+		if hit {
+			s.metrics.Add("vigil_rules_cache_hits_total", 1)
+			return
+		}
+		s.metrics.Add("vigil_rules_cache_misses_total", 1)
+		s.metrics.Observe("vigil_rules_compile_seconds", compile.Seconds())
+	}
 	s.rulesets = newRulesets(s.rules)
 	s.feed = startGuardrailFeed(s)
 }
@@ -418,7 +429,13 @@ func (s *Server) afterGuardrailWrite(w http.ResponseWriter, r *http.Request, dat
 		return err
 	}
 	s.feed.changed(r.Context(), d.ID, d.RulesetVersion)
-	out, err := s.guardedDataset(r, d.ID)
+	return s.writeGuardedDataset(w, r, d.ID)
+}
+
+// writeGuardedDataset answers with the dataset, its ruleset_version and its
+// guardrails in extra_metadata.policies (for owners and admins only).
+func (s *Server) writeGuardedDataset(w http.ResponseWriter, r *http.Request, datasetID string) error {
+	out, err := s.guardedDataset(r, datasetID)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,29 @@ func TestGuardrailAccess(t *testing.T) {
 		if want := "Not allowed to " + tc.verb + " policy for this dataset"; ae.StatusCode != 403 || ae.Detail != want {
 			t.Errorf("bob %s: %d %q, want 403 %q", tc.verb, ae.StatusCode, ae.Detail, want)
 		}
+	}
+	// The dataset object shows the guardrails to its owner only.
+	own, err := ts.c.GetDataset(ctx, fx.ds.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol, _ := own.ExtraMetadata["policies"].([]any); len(pol) != 1 {
+		t.Errorf("owner's dataset extra_metadata.policies = %v", own.ExtraMetadata["policies"])
+	}
+	var raw map[string]any
+	if err := ts.c.Raw(ctx, "GET", "/api/v1/dataset/byuser/admin/gd", nil, &raw); err != nil || raw["ruleset_version"] != 1.0 {
+		t.Errorf("owner's dataset ruleset_version = %v (%v)", raw["ruleset_version"], err)
+	}
+	other, err := fx.bob.GetDataset(ctx, fx.ds.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := other.ExtraMetadata["policies"]; ok {
+		t.Errorf("bob sees the guardrails in extra_metadata: %v", other.ExtraMetadata)
+	}
+	md, err := ts.c.GetMetadata(ctx, "gd", "")
+	if _, ok := md["policies"]; ok || err != nil {
+		t.Errorf("the metadata API shows policies: %v, %v", md, err)
 	}
 	// History is the owner's: 404 for bob.
 	if _, err := fx.bob.GuardrailVersions(ctx, fx.ds.ID, pid); !client.IsNotFound(err) {
@@ -408,8 +432,18 @@ func TestGuardrailReadYourWrites(t *testing.T) {
 			}
 		}
 		// Both rules came from the compile cache the writes filled.
-		if hits, _ := ts.srv.rules.Stats(); hits < 2 {
-			t.Errorf("rule cache hits = %d, want the ruleset to reuse the rules compiled on write", hits)
+		hits, misses := ts.srv.rules.Stats()
+		if hits < 2 || misses != 2 {
+			t.Errorf("rule cache hits, misses = %d, %d; want the ruleset to reuse the 2 rules compiled on write", hits, misses)
+		}
+		var m strings.Builder
+		if err := ts.srv.Metrics().Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"vigil_rules_cache_misses_total 2\n", "vigil_rules_cache_hits_total " + strconv.FormatUint(hits, 10) + "\n", "vigil_rules_compile_seconds_count 2\n"} {
+			if !strings.Contains(m.String(), want) {
+				t.Errorf("metrics lack %q", want)
+			}
 		}
 	})
 }

@@ -36,6 +36,10 @@ type RuleCache struct {
 	m    map[[32]byte]*list.Element
 
 	hits, misses uint64
+
+	// observe, when set, is told of each lookup: whether it hit, and the
+	// compile time of a miss. The server feeds its metrics with it.
+	observe func(hit bool, compile time.Duration)
 }
 
 type cachedRule struct {
@@ -62,11 +66,18 @@ func (c *RuleCache) Load(src string) (*policy.Policy, error) {
 		c.ll.MoveToFront(e)
 		c.hits++
 		c.mu.Unlock()
+		if c.observe != nil {
+			c.observe(true, 0)
+		}
 		return e.Value.(*cachedRule).p, nil
 	}
 	c.misses++
 	c.mu.Unlock()
+	start := time.Now()
 	p, err := policy.Load(src, c.opts)
+	if c.observe != nil {
+		c.observe(false, time.Since(start))
+	}
 	if err != nil {
 		return nil, err
 	}
