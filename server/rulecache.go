@@ -133,6 +133,10 @@ type rulesets struct {
 	rules *RuleCache
 	mu    sync.Mutex
 	m     map[string]*ruleset
+	// gen counts invalidations. A load caches its result only when no
+	// invalidation happened since it began: one that arrived while it was
+	// reading may concern what it read.
+	gen uint64
 }
 
 func newRulesets(rules *RuleCache) *rulesets {
@@ -148,21 +152,30 @@ func (rs *rulesets) get(datasetID string) *ruleset {
 func (rs *rulesets) invalidate(datasetID string) {
 	rs.mu.Lock()
 	delete(rs.m, datasetID)
+	rs.gen++
 	rs.mu.Unlock()
 }
 
 func (rs *rulesets) reset() {
 	rs.mu.Lock()
 	clear(rs.m)
+	rs.gen++
 	rs.mu.Unlock()
 }
 
+func (rs *rulesets) generation() uint64 {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.gen
+}
+
 // load reads the dataset's guardrails, compiles the enabled ones and
-// caches the result under version (the dataset's ruleset version read
-// before the guardrails, so a concurrent write makes the entry only
-// fresher than its version says, and the next read at the new version
-// reloads it).
+// caches the result under version, the dataset's ruleset version read
+// before the guardrails (so the entry is at least that fresh), unless an
+// invalidation arrived while it read: the write behind it may or may not
+// be in what was read, and the entry would outlive its invalidation.
 func (rs *rulesets) load(ctx context.Context, st store.Store, datasetID string, version int64) (*ruleset, error) {
+	gen := rs.generation()
 	gs, err := st.ListGuardrails(ctx, datasetID)
 	if err != nil {
 		return nil, fmt.Errorf("load guardrails of dataset %s: %w", datasetID, err)
@@ -180,7 +193,7 @@ func (rs *rulesets) load(ctx context.Context, st store.Store, datasetID string, 
 		r.Rules[g.ID] = p
 	}
 	rs.mu.Lock()
-	if old := rs.m[datasetID]; old == nil || old.Version <= version {
+	if old := rs.m[datasetID]; rs.gen == gen && (old == nil || old.Version <= version) {
 		rs.m[datasetID] = r
 	}
 	rs.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/policy"
+	"github.com/vigilhq/vigil/store"
 )
 
 func TestRuleCache(t *testing.T) {
@@ -134,4 +135,44 @@ func benchGuardrails(b *testing.B, ts *testServer, n int) string {
 		}
 	}
 	return d.ID
+}
+
+// midReadStore calls during after each ListGuardrails read: a change
+// notification arriving while a ruleset is being loaded.
+type midReadStore struct {
+	store.Store
+	during func()
+}
+
+func (s midReadStore) ListGuardrails(ctx context.Context, datasetID string) ([]*store.Guardrail, error) {
+	gs, err := s.Store.ListGuardrails(ctx, datasetID)
+	s.during()
+	return gs, err
+}
+
+// TestRulesetLoadRacesInvalidation: a ruleset read before an invalidation
+// that arrives while it loads is returned but not cached (cached, it
+// would outlive the change that invalidated it, as the hot path does not
+// check versions).
+func TestRulesetLoadRacesInvalidation(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	ctx := context.Background()
+	d, err := ts.c.CreateDataset(ctx, "race", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := newRulesets(NewRuleCache(0, policy.Options{}))
+	quiet := midReadStore{Store: ts.st, during: func() {}}
+	if _, err := rs.load(ctx, quiet, d.ID, 0); err != nil || rs.get(d.ID) == nil {
+		t.Fatalf("a quiet load is not cached: %v", err)
+	}
+	rs.invalidate(d.ID)
+	racing := midReadStore{Store: ts.st, during: func() { rs.invalidate(d.ID) }}
+	r, err := rs.load(ctx, racing, d.ID, 0)
+	if err != nil || r == nil {
+		t.Fatalf("load: %v", err)
+	}
+	if rs.get(d.ID) != nil {
+		t.Error("a ruleset loaded across an invalidation was cached")
+	}
 }
