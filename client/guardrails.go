@@ -313,7 +313,8 @@ type GuardrailChanges struct {
 // GuardrailChangesAfter returns the changes of datasets the caller can read
 // after seq after. With after 0 it returns only the current seq. When
 // nothing is newer, the server holds the request until a change arrives or
-// wait (at most 60 s) passes.
+// wait (at most 60 s) passes. Keep wait under the HTTP client's
+// response-header timeout (60 s for the default one), e.g. 30 s.
 func (c *Client) GuardrailChangesAfter(ctx context.Context, after int64, wait time.Duration) (*GuardrailChanges, error) {
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
 	if wait > 0 {

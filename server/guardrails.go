@@ -879,7 +879,7 @@ func (s *Server) handleGuardrailChanges(w http.ResponseWriter, r *http.Request, 
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	ctx := r.Context()
-	vis := &feedVisibility{s: s, p: p, ctx: ctx, datasets: map[string]*store.Dataset{}}
+	vis := &feedVisibility{s: s, p: p, ctx: ctx, datasets: map[string]*store.Dataset{}, names: s.usernames(r)}
 	for first := true; ; first = false {
 		wake := s.feed.waiter()
 		feed, err := s.st.ListGuardrailChanges(ctx, after, feedPage)
@@ -933,6 +933,7 @@ type feedVisibility struct {
 	p        *principal
 	ctx      context.Context
 	datasets map[string]*store.Dataset // nil value: gone
+	names    *usernames
 }
 
 func (v *feedVisibility) filter(cs []store.GuardrailChange) ([]changeJSON, error) {
@@ -952,11 +953,7 @@ func (v *feedVisibility) filter(cs []store.GuardrailChange) ([]changeJSON, error
 		if d == nil || !v.s.canReadDataset(v.p, d) {
 			continue
 		}
-		owner := ""
-		if u, err := v.s.st.GetUser(v.ctx, d.OwnerID); err == nil {
-			owner = u.Username
-		}
-		out = append(out, changeJSON{Seq: c.Seq, DatasetID: c.DatasetID, Dataset: d.Name, Owner: owner,
+		out = append(out, changeJSON{Seq: c.Seq, DatasetID: c.DatasetID, Dataset: d.Name, Owner: v.names.of(d.OwnerID),
 			RulesetVersion: c.RulesetVersion, Time: formatTime(c.Time)})
 	}
 	return out, nil
