@@ -186,6 +186,9 @@ func (s *Server) handleDatasetGet(w http.ResponseWriter, r *http.Request, p *pri
 	if err != nil {
 		return err
 	}
+	if s.canWrite(p, d.OwnerID) { // owners see the guardrails (explorer-api §2.5)
+		return s.writeGuardedDataset(w, r, d.ID)
+	}
 	writeJSON(w, http.StatusOK, s.datasetJSON(r, d, true))
 	return nil
 }

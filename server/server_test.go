@@ -79,6 +79,7 @@ func newTestServer(t testing.TB, st store.Store, mod ...func(*Config)) *testServ
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	return &testServer{Server: hs, srv: srv, st: st, c: client.New(hs.URL, adminKey, client.WithRetries(0)),

@@ -491,6 +491,21 @@ type Findings interface {
 	// its history. ErrConflict for any other transition (including to the
 	// same status); ErrNotFound when absent.
 	SetFindingStatus(ctx context.Context, id, to, by, note string, at time.Time) (*Finding, error)
+	// ListEvalCases returns the eval cases of spec/ledger.md §8.3: one per
+	// run whose metadata holds eval: {suite, case} with two non-empty
+	// strings, of ownerID ("" = every owner) and of suite ("" = every
+	// suite), oldest first (TimeCreated, then run id). Runs with any other
+	// eval member are left out.
+	ListEvalCases(ctx context.Context, ownerID, suite string) ([]EvalCase, error)
+}
+
+// EvalCase is a run that is an eval case (spec/ledger.md §8.3).
+type EvalCase struct {
+	Suite       string
+	Case        string
+	RunID       string
+	OwnerID     string
+	TimeCreated time.Time
 }
 
 // MCP stores MCP sessions and tool pins (explorer-api §13, gateway.md

@@ -133,7 +133,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		AnonymousReadPublic: opts.anonymousReadPublic,
 		SharingDisabled:     !opts.sharing,
 		CORSOrigins:         fc.CORSOrigins,
-		CheckCacheSize:      opts.checkCacheSize,
+		RuleCacheSize:       opts.ruleCacheSize,
 		CheckAnonymous:      !opts.checkRequiresKey,
 	}
 	if cfg.MaxJSONBytes, err = envSize("VIGIL_LIMITS_MAX_JSON_BYTES"); err != nil {
@@ -152,6 +152,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 	}
+	hs.RegisterOnShutdown(func() { srv.Close() }) // answers held change-feed requests at once
 	scheme := "http"
 	if opts.certFile != "" {
 		cert, err := tls.LoadX509KeyPair(opts.certFile, opts.keyFile)
@@ -281,7 +282,7 @@ type serveOptions struct {
 	sharing             bool
 	metricsPublic       bool
 	certFile, keyFile   string
-	checkCacheSize      int  // guardrails.cache_size (0: the server's default)
+	ruleCacheSize      int  // guardrails.cache_size (0: the server's default)
 	checkRequiresKey    bool // guardrails.check_requires_key
 }
 
@@ -309,9 +310,9 @@ func serveSettings(fc *fileConfig) (serveOptions, error) {
 			return o, err
 		}
 	}
-	o.checkCacheSize = fc.Guardrails.CacheSize
+	o.ruleCacheSize = fc.Guardrails.CacheSize
 	if v := strings.TrimSpace(os.Getenv("VIGIL_GUARDRAILS_CACHE_SIZE")); v != "" {
-		if o.checkCacheSize, err = strconv.Atoi(v); err != nil || o.checkCacheSize < 0 {
+		if o.ruleCacheSize, err = strconv.Atoi(v); err != nil || o.ruleCacheSize < 0 {
 			return o, fmt.Errorf("VIGIL_GUARDRAILS_CACHE_SIZE: want a number of rules, 0 or more, got %q", v)
 		}
 	}
