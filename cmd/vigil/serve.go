@@ -282,7 +282,7 @@ type serveOptions struct {
 	sharing             bool
 	metricsPublic       bool
 	certFile, keyFile   string
-	ruleCacheSize      int  // guardrails.cache_size (0: the server's default)
+	ruleCacheSize       int  // guardrails.cache_size (0: the server's default)
 	checkRequiresKey    bool // guardrails.check_requires_key
 }
 
