@@ -237,6 +237,9 @@ func (s *Store) IterTraces(ctx context.Context, datasetID string, opt store.Iter
 				return
 			}
 			n := len(page)
+			if n == 0 {
+				return
+			}
 			after = page[n-1].Index
 			for i, t := range page {
 				// Drop each trace once yielded, so a page's events are
