@@ -49,6 +49,30 @@ type fileConfig struct {
 	Metrics struct {
 		Token string `yaml:"token"`
 	} `yaml:"metrics"`
+	Limits limitsConfig `yaml:"limits"`
+}
+
+// limitsConfig is the limits section: request body sizes and the
+// server's admission limits (vigil serve). Zero values mean the defaults.
+type limitsConfig struct {
+	MaxJSONBytes         byteSize `yaml:"max_json_bytes"`
+	MaxUploadBytes       byteSize `yaml:"max_upload_bytes"`
+	BodyIdleTimeout      duration `yaml:"body_idle_timeout"`
+	MaxConnections       int      `yaml:"max_connections"`
+	MaxInflightBodyBytes byteSize `yaml:"max_inflight_body_bytes"`
+}
+
+// byteSize is a size in YAML: a number of bytes or a string with a
+// KiB/MiB/GiB suffix ("64MiB").
+type byteSize int64
+
+func (b *byteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = byteSize(v)
+	return nil
 }
 
 // configSections are the top-level keys of spec/gateway.md §10.

@@ -52,6 +52,13 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: SQLite database, ledger key (default ~/.vigil)")
 	db := fs.String("db", envOr("VIGIL_DB", fc.DB), "PostgreSQL URL instead of SQLite (env VIGIL_DB)")
 	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", fc.Ledger.KeyFile), "ledger signing key file (default <data-dir>/ledger.key; VIGIL_LEDGER_KEY holds the seed itself)")
+	lim := fc.Limits
+	bodyIdle := fs.Duration("body-idle-timeout", cmp.Or(envDuration("VIGIL_LIMITS_BODY_IDLE_TIMEOUT"), time.Duration(lim.BodyIdleTimeout), server.DefaultBodyIdleTimeout),
+		"cut off a request body that sends nothing for this long (env VIGIL_LIMITS_BODY_IDLE_TIMEOUT; config limits.body_idle_timeout; 0: no limit)")
+	maxConns := fs.Int("max-connections", cmp.Or(envInt("VIGIL_LIMITS_MAX_CONNECTIONS"), lim.MaxConnections, server.DefaultMaxConnections),
+		"open connections at most; more get 429 (env VIGIL_LIMITS_MAX_CONNECTIONS; config limits.max_connections; -1: no limit)")
+	maxInflight := fs.String("max-inflight-body-bytes", cmp.Or(os.Getenv("VIGIL_LIMITS_MAX_INFLIGHT_BODY_BYTES"), sizeString(int64(lim.MaxInflightBodyBytes)), sizeString(server.DefaultMaxInflightBodyBytes)),
+		"memory all request bodies in flight may hold; more get 429 (env VIGIL_LIMITS_MAX_INFLIGHT_BODY_BYTES; config limits.max_inflight_body_bytes)")
 	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format, "text")), "log format: text or json")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -122,6 +129,15 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if cfg.MaxUploadBytes, err = envSize("VIGIL_LIMITS_MAX_UPLOAD_BYTES"); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	cfg.MaxJSONBytes = cmp.Or(cfg.MaxJSONBytes, int64(lim.MaxJSONBytes))
+	cfg.MaxUploadBytes = cmp.Or(cfg.MaxUploadBytes, int64(lim.MaxUploadBytes))
+	cfg.BodyIdleTimeout, cfg.MaxConnections = *bodyIdle, *maxConns
+	if *bodyIdle <= 0 {
+		cfg.BodyIdleTimeout = -1 // no limit
+	}
+	if cfg.MaxInflightBodyBytes, err = parseSize(*maxInflight); err != nil {
+		return fmt.Errorf("serve: --max-inflight-body-bytes: %w", err)
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -130,6 +146,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	// Headers must arrive within ReadHeaderTimeout and a kept-alive
+	// connection may idle IdleTimeout; bodies have the server's per-read
+	// idle timeout instead of a whole-request one, so long uploads that
+	// keep sending are never cut. No WriteTimeout: exports stream.
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -138,7 +158,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	fmt.Fprintf(stderr, "vigil: listening on http://%s (store %s, data dir %s)\n", ln.Addr(), st.Kind(), *dataDir)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(srv.Listener(ln)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -186,6 +206,36 @@ func envOr(name, def string) string {
 	return def
 }
 
+// envInt is the integer in environment variable name (0 when unset or
+// not an integer).
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
+}
+
+// envDuration is the duration in environment variable name (0 when unset
+// or not a duration).
+func envDuration(name string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(name))
+	return d
+}
+
+// sizeString writes n with the largest exact KiB/MiB/GiB suffix ("" for 0).
+func sizeString(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n%u.m == 0 {
+			return strconv.FormatInt(n/u.m, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 func envBool(name string) bool {
 	b, _ := strconv.ParseBool(os.Getenv(name))
 	return b
@@ -197,6 +247,16 @@ func envSize(name string) (int64, error) {
 	if v == "" {
 		return 0, nil
 	}
+	n, err := parseSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return n, nil
+}
+
+// parseSize parses a positive size in bytes or with a KiB/MiB/GiB suffix.
+func parseSize(s string) (int64, error) {
+	v := strings.TrimSpace(s)
 	mult := int64(1)
 	for _, u := range []struct {
 		suffix string
@@ -209,7 +269,7 @@ func envSize(name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("%s: want a positive size in bytes or KiB/MiB/GiB, got %q", name, os.Getenv(name))
+		return 0, fmt.Errorf("want a positive size in bytes or KiB/MiB/GiB, got %q", s)
 	}
 	return n * mult, nil
 }
