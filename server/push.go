@@ -48,7 +48,11 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		nEvents += len(pe.messages)
 		nt.Session = s.newSession(p.User.ID, &nt, req.dataset)
 		traces[i] = nt
+		req.messages[i] = nil // its events are copied into nt
 	}
+	// The body is no longer needed: let it be collected while the store
+	// writes (req.messages, metadata and annotations are slices of it).
+	req.messages, req.metadata, req.annotations = nil, nil, nil
 	pre, err := s.presign(traces, req.dataset)
 	if err != nil {
 		return err
