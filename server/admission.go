@@ -188,7 +188,7 @@ func (s *Server) readCharged(w http.ResponseWriter, r *http.Request, rd io.Reade
 // (unlimited when negative). A connection over the limit is answered
 // 429 overloaded with Retry-After and closed, without reading its
 // request; answering takes at most a second and at most 64 such answers
-// run at once (more are closed at once).
+// run at once (more are closed without one).
 func (s *Server) Listener(ln net.Listener) net.Listener {
 	if s.maxConns <= 0 {
 		return ln
@@ -246,6 +246,7 @@ func rejectConn(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
+	_ = c.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
 	_, _ = io.CopyN(io.Discard, c, 64<<10)
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"net/http"
 
@@ -25,10 +26,7 @@ var listPageSize = 1000
 func (s *Server) streamTraceList(w http.ResponseWriter, r *http.Request, f store.TraceFilter, row func(page []*store.Trace) ([]any, error)) error {
 	f.Order = store.OrderIndex
 	limit := f.Limit
-	var bw *bufio.Writer
-	var elem bytes.Buffer
-	enc := json.NewEncoder(&elem)
-	enc.SetEscapeHTML(false)
+	var jw *jsonWriter
 	n := 0
 	for {
 		pf := f
@@ -44,21 +42,15 @@ func (s *Server) streamTraceList(w http.ResponseWriter, r *http.Request, f store
 		if err != nil {
 			return err
 		}
-		if bw == nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			bw = bufio.NewWriterSize(w, 64<<10)
-			bw.WriteByte('[')
+		if jw == nil {
+			jw = newJSONWriter(w)
+			jw.raw("[")
 		}
 		for _, v := range rows {
-			elem.Reset()
-			if err := enc.Encode(v); err != nil {
-				return err
-			}
 			if n > 0 {
-				bw.WriteByte(',')
+				jw.raw(",")
 			}
-			bw.Write(elem.Bytes()[:elem.Len()-1]) // without the encoder's newline
+			jw.value(v)
 			n++
 		}
 		if len(page) < pf.Limit || (limit > 0 && n >= limit) {
@@ -67,6 +59,39 @@ func (s *Server) streamTraceList(w http.ResponseWriter, r *http.Request, f store
 		last := page[len(page)-1].Index
 		f.AfterIndex, f.Offset = &last, 0
 	}
-	bw.WriteString("]\n")
-	return bw.Flush()
+	jw.raw("]\n")
+	return jw.flush()
 }
+
+// jsonWriter writes a 200 JSON response piece by piece through a buffer:
+// value writes one value as writeJSON would (no HTML escaping) without the
+// encoder's newline; raw writes punctuation. The first error sticks and
+// flush returns it.
+type jsonWriter struct {
+	bw   *bufio.Writer
+	elem bytes.Buffer
+	enc  *json.Encoder
+	err  error
+}
+
+func newJSONWriter(w http.ResponseWriter) *jsonWriter {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	jw := &jsonWriter{bw: bufio.NewWriterSize(w, 64<<10)}
+	jw.enc = json.NewEncoder(&jw.elem)
+	jw.enc.SetEscapeHTML(false)
+	return jw
+}
+
+func (jw *jsonWriter) value(v any) {
+	jw.elem.Reset()
+	if err := jw.enc.Encode(v); err != nil {
+		jw.err = cmp.Or(jw.err, err)
+		return
+	}
+	jw.bw.Write(jw.elem.Bytes()[:jw.elem.Len()-1])
+}
+
+func (jw *jsonWriter) raw(s string) { jw.bw.WriteString(s) }
+
+func (jw *jsonWriter) flush() error { return cmp.Or(jw.err, jw.bw.Flush()) }

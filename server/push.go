@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime"
 	"slices"
 	"time"
 
@@ -25,13 +26,27 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 	traces := make([]store.NewTrace, len(req.messages))
 	tools := map[string]*store.ToolUse{}
 	nEvents := 0
+	// A large body is decoded twice: here to validate it and collect its
+	// tools, warnings and annotations, keeping no event, then trace by
+	// trace inside the store's transaction, which writes each trace's
+	// rows as it goes. Its decoded events and their receipts never all
+	// sit in memory at once, only the body does (issue 17).
+	lazy := len(body) >= lazyPushBytes
+	var gc gcPacer
+	msgIDs := make([][]string, len(req.messages))
 	for i, raw := range req.messages {
+		if lazy {
+			gc.add(len(raw))
+		}
 		pe, err := prepareTrace(raw, ingestOptions{traceIdx: i}, &warn)
 		if err != nil {
 			return err
 		}
 		mergeTools(tools, pe.tools)
-		nt := store.NewTrace{ID: store.NewID(), Messages: pe.messages, TimeCreated: now, KeyID: p.Key.ID}
+		nt := store.NewTrace{ID: store.NewID(), TimeCreated: now, KeyID: p.Key.ID}
+		if !lazy {
+			nt.Messages, msgIDs[i] = pe.messages, messageIDs(pe.messages)
+		}
 		if i < len(req.metadata) {
 			if err := applyTraceMetadata(&nt, req.metadata[i], i); err != nil {
 				return err
@@ -48,14 +63,6 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		nEvents += len(pe.messages)
 		nt.Session = s.newSession(p.User.ID, &nt, req.dataset)
 		traces[i] = nt
-		req.messages[i] = nil // its events are copied into nt
-	}
-	// The body is no longer needed: let it be collected while the store
-	// writes (req.messages, metadata and annotations are slices of it).
-	req.messages, req.metadata, req.annotations = nil, nil, nil
-	pre, err := s.presign(traces, req.dataset)
-	if err != nil {
-		return err
 	}
 	sreq := store.PushRequest{
 		OwnerID:            p.User.ID,
@@ -64,7 +71,30 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		NewDatasetMetadata: createdOnMetadata(now),
 		Traces:             traces,
 		Tools:              toolList(tools),
-		Seal:               s.sealFunc(req.dataset, pre),
+	}
+	if lazy {
+		sreq.Seal = s.sealFunc(req.dataset, nil)
+		sreq.Prepare = func(i int, nt *store.NewTrace) error {
+			// Same input, same outcome as the first pass: its warnings
+			// are already in warn.
+			gc.add(len(req.messages[i]))
+			pe, err := prepareTrace(req.messages[i], ingestOptions{traceIdx: i}, new(warnings))
+			if err != nil {
+				return err
+			}
+			nt.Messages, msgIDs[i] = pe.messages, messageIDs(pe.messages)
+			return nil
+		}
+	} else {
+		// The body is no longer needed: let it be collected while the
+		// store writes (req.messages, metadata and annotations are
+		// slices of it).
+		req.messages, req.metadata, req.annotations = nil, nil, nil
+		pre, err := s.presign(traces, req.dataset)
+		if err != nil {
+			return err
+		}
+		sreq.Seal = s.sealFunc(req.dataset, pre)
 	}
 	res, err := s.st.PushTraces(r.Context(), sreq)
 	if err != nil {
@@ -72,20 +102,78 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 	}
 	s.metrics.Add("vigil_ingest_traces_total", uint64(len(traces)), "push")
 	s.metrics.Add("vigil_ingest_messages_total", uint64(nEvents), "push")
-	out := pushResponse{ID: make([]string, len(res.Traces)), Username: p.User.Username, MessageIDs: make([][]string, len(res.Traces)), Warnings: warn}
+	out := pushResponse{ID: make([]string, len(res.Traces)), Username: p.User.Username, MessageIDs: msgIDs, Warnings: warn}
 	for i, t := range res.Traces {
 		out.ID[i] = t.ID
-		ids := make([]string, len(traces[i].Messages))
-		for j, m := range traces[i].Messages {
-			ids[j] = m.ID
-		}
-		out.MessageIDs[i] = ids
 	}
 	if req.dataset != "" {
 		out.Dataset = req.dataset
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	if !lazy {
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	// A large push's message ids are megabytes of JSON: write them as they
+	// are encoded, after collecting what the transaction left behind.
+	runtime.GC()
+	return writePushResponse(w, &out)
+}
+
+// writePushResponse writes out as writeJSON would, one message-id list at
+// a time.
+func writePushResponse(w http.ResponseWriter, out *pushResponse) error {
+	jw := newJSONWriter(w)
+	jw.raw(`{"id":`)
+	jw.value(out.ID)
+	if out.Dataset != "" {
+		jw.raw(`,"dataset":`)
+		jw.value(out.Dataset)
+	}
+	jw.raw(`,"username":`)
+	jw.value(out.Username)
+	jw.raw(`,"message_ids":[`)
+	for i, ids := range out.MessageIDs {
+		if i > 0 {
+			jw.raw(",")
+		}
+		jw.value(ids)
+	}
+	jw.raw("]")
+	if len(out.Warnings) > 0 {
+		jw.raw(`,"warnings":`)
+		jw.value(out.Warnings)
+	}
+	jw.raw("}\n")
+	return jw.flush()
+}
+
+// lazyPushBytes is the body size from which a push is decoded a second
+// time inside the store's transaction instead of held decoded (handlePush).
+const lazyPushBytes = 4 << 20
+
+// gcPacer collects garbage after every gcPaceBytes of events a large
+// push decodes. Decoding allocates many times the events' size in short-
+// lived values; left to the collector's pace (vigil serve runs with
+// GOGC=400) they would pile up to several times the live heap, which a
+// large push makes large: a 50 MB push peaked at 1 GB resident.
+type gcPacer struct{ n int }
+
+// gcPaceBytes is the event bytes decoded between two collections.
+const gcPaceBytes = 512 << 10
+
+func (g *gcPacer) add(n int) {
+	if g.n += n; g.n >= gcPaceBytes {
+		g.n = 0
+		runtime.GC()
+	}
+}
+
+func messageIDs(msgs []store.Message) []string {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	return ids
 }
 
 type pushResponse struct {

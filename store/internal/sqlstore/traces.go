@@ -227,6 +227,11 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 		pending := 0 // event and receipt bytes queued in b
 		for i := range req.Traces {
 			nt := &req.Traces[i]
+			if req.Prepare != nil {
+				if err := req.Prepare(i, nt); err != nil {
+					return err
+				}
+			}
 			t, err := s.newTrace(ctx, tx, req, nt, batchIDs, at)
 			if err != nil {
 				return err
@@ -287,6 +292,10 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			}
 			for j := range recs {
 				pending += len(recs[j].Text)
+			}
+			if req.Prepare != nil {
+				// The rows hold what is written; the events can go.
+				nt.Messages, t.Messages = nil, nil
 			}
 			// A large push is written as it is sealed, in the same
 			// transaction, so its rows and receipts never all sit in
