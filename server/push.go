@@ -148,8 +148,9 @@ func writePushResponse(w http.ResponseWriter, out *pushResponse) error {
 }
 
 // lazyPushBytes is the body size from which a push is decoded a second
-// time inside the store's transaction instead of held decoded (handlePush).
-const lazyPushBytes = 4 << 20
+// time inside the store's transaction instead of held decoded (handlePush);
+// a variable so tests can send small pushes down that path.
+var lazyPushBytes = 4 << 20
 
 // gcPacer collects garbage after every gcPaceBytes of events a large
 // push decodes. Decoding allocates many times the events' size in short-

@@ -3,10 +3,13 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -89,5 +92,68 @@ func TestWritePushResponse(t *testing.T) {
 				t.Errorf("got  %q\nwant %q", got.Body, want.Body)
 			}
 		})
+	}
+}
+
+// TestLargePushPathAnswersAlike pushes the same body down the large-push
+// path (decoded again in the transaction) and the ordinary one and
+// compares what each answers and stores: message ids (a client's kept,
+// a duplicate replaced with a warning), annotations anchored to the
+// events, metadata, the ledger chain.
+func TestLargePushPathAnswersAlike(t *testing.T) {
+	body := `{"dataset":"same","messages":[
+		[{"role":"user","content":"hello","message_id":"mine"},{"role":"assistant","content":"hi","message_id":"mine"}],
+		[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":{"a":1}}}]},{"role":"tool","tool_call_id":"c1","content":"out"}]],
+	 "annotations":[[{"content":"look","address":"messages.1.content:0-2"}],[]],
+	 "metadata":[{"name":"first"},{"name":"second","hierarchy_path":["a","b"]}]}`
+	type pushed struct {
+		resp  pushResponse
+		trace []any
+	}
+	run := func(t *testing.T, lazy bool) pushed {
+		old := lazyPushBytes
+		if lazy {
+			lazyPushBytes = 1
+		}
+		defer func() { lazyPushBytes = old }()
+		ts := newTestServer(t, openSQLite(t))
+		code, b := ts.do(t, "POST", "/api/v1/push/trace", adminKey, body)
+		if code != http.StatusOK {
+			t.Fatalf("push: %d %s", code, b)
+		}
+		var out pushed
+		if err := json.Unmarshal(b, &out.resp); err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range out.resp.ID {
+			_, tb := ts.do(t, "GET", "/api/v1/trace/"+id+"?include_annotations=true", adminKey, nil)
+			tr := decode(t, tb).(map[string]any)
+			if code, vb := ts.do(t, "GET", "/api/v1/runs/"+id+"/verify", adminKey, nil); code != http.StatusOK || !bytes.Contains(vb, []byte(`"valid":true`)) {
+				t.Errorf("trace %d: verify %d %s", i, code, vb)
+			}
+			out.trace = append(out.trace, []any{tr["name"], tr["hierarchy_path"], tr["messages"], tr["annotations"], len(out.resp.MessageIDs[i])})
+		}
+		return out
+	}
+	eager, lazy := run(t, false), run(t, true)
+	if eager.resp.MessageIDs[0][0] != "mine" || lazy.resp.MessageIDs[0][0] != "mine" {
+		t.Errorf("client message id not kept: %v / %v", eager.resp.MessageIDs, lazy.resp.MessageIDs)
+	}
+	if len(lazy.resp.Warnings) == 0 || fmt.Sprint(lazy.resp.Warnings) != fmt.Sprint(eager.resp.Warnings) {
+		t.Errorf("warnings differ:\nlazy  %v\neager %v", lazy.resp.Warnings, eager.resp.Warnings)
+	}
+	// Server-made ids, times and annotation ids differ between runs.
+	norm := func(v any) string {
+		b, _ := json.Marshal(v)
+		s := string(b)
+		s = regexp.MustCompile(`"[0-9A-HJKMNP-TV-Z]{26}"`).ReplaceAllString(s, `"ULID"`)
+		s = regexp.MustCompile(`"[0-9a-f]{8}-[0-9a-f-]{27}"`).ReplaceAllString(s, `"UUID"`)
+		return regexp.MustCompile(`"\d{4}-\d\d-\d\dT[^"]*"`).ReplaceAllString(s, `"TIME"`)
+	}
+	if norm(lazy.trace) != norm(eager.trace) {
+		t.Errorf("stored traces differ:\nlazy  %s\neager %s", norm(lazy.trace), norm(eager.trace))
+	}
+	if !strings.Contains(norm(lazy.trace), `"look"`) {
+		t.Errorf("annotation missing: %s", norm(lazy.trace))
 	}
 }
