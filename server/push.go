@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vigilhq/vigil/store"
@@ -29,11 +33,15 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 	// A large body is decoded twice: here to validate it and collect its
 	// tools, warnings and annotations, keeping no event, then trace by
 	// trace inside the store's transaction, which writes each trace's
-	// rows as it goes. Its decoded events and their receipts never all
-	// sit in memory at once, only the body does (issue 17).
+	// rows as it goes, reading the traces back from a temporary file.
+	// Neither its decoded events and their receipts nor, while the store
+	// writes, its body sit in memory (issue 17).
 	lazy := len(body) >= lazyPushBytes
 	var gc gcPacer
 	msgIDs := make([][]string, len(req.messages))
+	// The large path keeps each trace's ids as one comma-joined string
+	// (ids never hold a comma): a string per id costs more than the id.
+	joinedIDs := make([]string, len(req.messages))
 	for i, raw := range req.messages {
 		if lazy {
 			gc.add(len(raw))
@@ -73,16 +81,26 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		Tools:              toolList(tools),
 	}
 	if lazy {
+		sp, err := spoolTraces(req.messages)
+		if err != nil {
+			return err
+		}
+		defer sp.close()
+		req.messages, req.metadata, req.annotations = nil, nil, nil
 		sreq.Seal = s.sealFunc(req.dataset, nil)
 		sreq.Prepare = func(i int, nt *store.NewTrace) error {
-			// Same input, same outcome as the first pass: its warnings
-			// are already in warn.
-			gc.add(len(req.messages[i]))
-			pe, err := prepareTrace(req.messages[i], ingestOptions{traceIdx: i}, new(warnings))
+			raw, err := sp.trace(i)
 			if err != nil {
 				return err
 			}
-			nt.Messages, msgIDs[i] = pe.messages, messageIDs(pe.messages)
+			// Same input, same outcome as the first pass: its warnings
+			// are already in warn.
+			gc.add(len(raw))
+			pe, err := prepareTrace(raw, ingestOptions{traceIdx: i}, new(warnings))
+			if err != nil {
+				return err
+			}
+			nt.Messages, joinedIDs[i] = pe.messages, joinIDs(pe.messages)
 			return nil
 		}
 	} else {
@@ -116,12 +134,66 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 	// A large push's message ids are megabytes of JSON: write them as they
 	// are encoded, after collecting what the transaction left behind.
 	runtime.GC()
-	return writePushResponse(w, &out)
+	return writePushResponse(w, &out, func(i int) []string {
+		if joinedIDs[i] == "" {
+			return []string{}
+		}
+		return strings.Split(joinedIDs[i], ",")
+	})
+}
+
+// traceSpool holds a large push's traces (one JSON array each) in a
+// temporary file while the store writes them.
+type traceSpool struct {
+	f   *os.File
+	off []int64 // trace i is f[off[i]:off[i+1]]
+}
+
+func spoolTraces(traces []json.RawMessage) (*traceSpool, error) {
+	f, err := os.CreateTemp("", "vigil-push-*")
+	if err != nil {
+		return nil, fmt.Errorf("spool push: %w", err)
+	}
+	sp := &traceSpool{f: f, off: make([]int64, 1, len(traces)+1)}
+	bw := bufio.NewWriterSize(f, 256<<10)
+	for _, raw := range traces {
+		bw.Write(raw)
+		sp.off = append(sp.off, sp.off[len(sp.off)-1]+int64(len(raw)))
+	}
+	if err := bw.Flush(); err != nil {
+		sp.close()
+		return nil, fmt.Errorf("spool push: %w", err)
+	}
+	return sp, nil
+}
+
+func (sp *traceSpool) trace(i int) ([]byte, error) {
+	b := make([]byte, sp.off[i+1]-sp.off[i])
+	if _, err := sp.f.ReadAt(b, sp.off[i]); err != nil {
+		return nil, fmt.Errorf("read spooled trace %d: %w", i, err)
+	}
+	return b, nil
+}
+
+func (sp *traceSpool) close() {
+	sp.f.Close()
+	os.Remove(sp.f.Name())
+}
+
+func joinIDs(msgs []store.Message) string {
+	var b strings.Builder
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(m.ID)
+	}
+	return b.String()
 }
 
 // writePushResponse writes out as writeJSON would, one message-id list at
-// a time.
-func writePushResponse(w http.ResponseWriter, out *pushResponse) error {
+// a time, taking trace i's ids from ids(i) (out.MessageIDs is not read).
+func writePushResponse(w http.ResponseWriter, out *pushResponse, ids func(i int) []string) error {
 	jw := newJSONWriter(w)
 	jw.raw(`{"id":`)
 	jw.value(out.ID)
@@ -132,11 +204,11 @@ func writePushResponse(w http.ResponseWriter, out *pushResponse) error {
 	jw.raw(`,"username":`)
 	jw.value(out.Username)
 	jw.raw(`,"message_ids":[`)
-	for i, ids := range out.MessageIDs {
+	for i := range out.ID {
 		if i > 0 {
 			jw.raw(",")
 		}
-		jw.value(ids)
+		jw.value(ids(i))
 	}
 	jw.raw("]")
 	if len(out.Warnings) > 0 {
@@ -160,7 +232,7 @@ var lazyPushBytes = 4 << 20
 type gcPacer struct{ n int }
 
 // gcPaceBytes is the event bytes decoded between two collections.
-const gcPaceBytes = 512 << 10
+const gcPaceBytes = 256 << 10
 
 func (g *gcPacer) add(n int) {
 	if g.n += n; g.n >= gcPaceBytes {
