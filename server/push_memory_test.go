@@ -112,13 +112,13 @@ func TestLargePushPathAnswersAlike(t *testing.T) {
 		resp  pushResponse
 		trace []any
 	}
-	run := func(t *testing.T, lazy bool) pushed {
+	run := func(t *testing.T, be backend, lazy bool) pushed {
 		old := lazyPushBytes
 		if lazy {
 			lazyPushBytes = 1
 		}
 		defer func() { lazyPushBytes = old }()
-		ts := newTestServer(t, openSQLite(t))
+		ts := newTestServer(t, be.open(t))
 		code, b := ts.do(t, "POST", "/api/v1/push/trace", adminKey, body)
 		if code != http.StatusOK {
 			t.Fatalf("push: %d %s", code, b)
@@ -137,25 +137,29 @@ func TestLargePushPathAnswersAlike(t *testing.T) {
 		}
 		return out
 	}
-	eager, lazy := run(t, false), run(t, true)
-	if eager.resp.MessageIDs[0][0] != "mine" || lazy.resp.MessageIDs[0][0] != "mine" {
-		t.Errorf("client message id not kept: %v / %v", eager.resp.MessageIDs, lazy.resp.MessageIDs)
-	}
-	if len(lazy.resp.Warnings) == 0 || fmt.Sprint(lazy.resp.Warnings) != fmt.Sprint(eager.resp.Warnings) {
-		t.Errorf("warnings differ:\nlazy  %v\neager %v", lazy.resp.Warnings, eager.resp.Warnings)
-	}
-	// Server-made ids, times and annotation ids differ between runs.
-	norm := func(v any) string {
-		b, _ := json.Marshal(v)
-		s := string(b)
-		s = regexp.MustCompile(`"[0-9A-HJKMNP-TV-Z]{26}"`).ReplaceAllString(s, `"ULID"`)
-		s = regexp.MustCompile(`"[0-9a-f]{8}-[0-9a-f-]{27}"`).ReplaceAllString(s, `"UUID"`)
-		return regexp.MustCompile(`"\d{4}-\d\d-\d\dT[^"]*"`).ReplaceAllString(s, `"TIME"`)
-	}
-	if norm(lazy.trace) != norm(eager.trace) {
-		t.Errorf("stored traces differ:\nlazy  %s\neager %s", norm(lazy.trace), norm(eager.trace))
-	}
-	if !strings.Contains(norm(lazy.trace), `"look"`) {
-		t.Errorf("annotation missing: %s", norm(lazy.trace))
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			eager, lazy := run(t, b, false), run(t, b, true)
+			if eager.resp.MessageIDs[0][0] != "mine" || lazy.resp.MessageIDs[0][0] != "mine" {
+				t.Errorf("client message id not kept: %v / %v", eager.resp.MessageIDs, lazy.resp.MessageIDs)
+			}
+			if len(lazy.resp.Warnings) == 0 || fmt.Sprint(lazy.resp.Warnings) != fmt.Sprint(eager.resp.Warnings) {
+				t.Errorf("warnings differ:\nlazy  %v\neager %v", lazy.resp.Warnings, eager.resp.Warnings)
+			}
+			// Server-made ids, times and annotation ids differ between runs.
+			norm := func(v any) string {
+				b, _ := json.Marshal(v)
+				s := string(b)
+				s = regexp.MustCompile(`"[0-9A-HJKMNP-TV-Z]{26}"`).ReplaceAllString(s, `"ULID"`)
+				s = regexp.MustCompile(`"[0-9a-f]{8}-[0-9a-f-]{27}"`).ReplaceAllString(s, `"UUID"`)
+				return regexp.MustCompile(`"\d{4}-\d\d-\d\dT[^"]*"`).ReplaceAllString(s, `"TIME"`)
+			}
+			if norm(lazy.trace) != norm(eager.trace) {
+				t.Errorf("stored traces differ:\nlazy  %s\neager %s", norm(lazy.trace), norm(eager.trace))
+			}
+			if !strings.Contains(norm(lazy.trace), `"look"`) {
+				t.Errorf("annotation missing: %s", norm(lazy.trace))
+			}
+		})
 	}
 }
