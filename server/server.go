@@ -20,8 +20,10 @@
 // for upload and export, keys.go, users.go, audit.go and nodes.go for the ledger,
 // agents.go, sdk.go for the @invariance/sdk endpoints, health.go);
 // ingest.go is the normalise-and-seal pipeline every write path shares;
-// access.go, auth.go, errors.go, idempotency.go, middleware.go and
-// metrics.go are the plumbing.
+// lists.go streams the unpaginated trace lists; admission.go bounds what
+// clients can make the server hold (body idle timeout, in-flight body
+// budget, connection cap); access.go, auth.go, errors.go, idempotency.go,
+// middleware.go and metrics.go are the plumbing.
 package server
 
 import (
