@@ -155,6 +155,18 @@ func TestBodyMemoryBudget(t *testing.T) {
 	if u := ts.srv.budget.used.Load(); u != 0 {
 		t.Errorf("budget still holds %d bytes after every request ended", u)
 	}
+	wantMetric(t, ts.srv, `vigil_http_rejected_total{limit="body_memory"} 1`)
+}
+
+func wantMetric(t *testing.T, s *Server, line string) {
+	t.Helper()
+	var b strings.Builder
+	if err := s.Metrics().Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), line+"\n") {
+		t.Errorf("metrics lack %q", line)
+	}
 }
 
 func TestConnectionLimit(t *testing.T) {
@@ -180,6 +192,7 @@ func TestConnectionLimit(t *testing.T) {
 	io.WriteString(c3, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 	resp, body := c3.response(t, 5*time.Second)
 	wantOverloaded(t, resp, body)
+	wantMetric(t, srv, `vigil_http_rejected_total{limit="connections"} 1`)
 
 	// Closing a held connection frees its slot.
 	held[0].Close()
