@@ -51,6 +51,7 @@ type idleBody struct {
 	rc   *http.ResponseController
 	idle time.Duration
 	err  error // the deadline could not be set: read without one
+	eof  bool  // read to the end
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
@@ -61,10 +62,13 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		return n, fmt.Errorf("%w: no byte for %s", errBodyIdle, b.idle)
 	}
-	if err == io.EOF && b.err == nil {
-		// Done: the next request on the connection gets http.Server's
-		// own header deadline.
-		_ = b.rc.SetReadDeadline(time.Time{})
+	if err == io.EOF {
+		b.eof = true
+		if b.err == nil {
+			// Done: the next request on the connection gets
+			// http.Server's own header deadline.
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
 	}
 	return n, err
 }
@@ -123,13 +127,23 @@ func overloaded(w http.ResponseWriter, format string, args ...any) error {
 // request its budget charge.
 func (s *Server) admitMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ib *idleBody
 		if r.Body != nil && r.Body != http.NoBody && s.bodyIdle > 0 {
-			r.Body = &idleBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: s.bodyIdle}
+			ib = &idleBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: s.bodyIdle}
+			r.Body = ib
 		}
 		c := &bodyCharge{budget: &s.budget}
 		r = r.WithContext(context.WithValue(r.Context(), chargeKey{}, c))
 		defer func() { c.budget.give(c.n) }()
 		next.ServeHTTP(w, r)
+		if ib != nil && !ib.eof && ib.err == nil {
+			// The handler answered without reading the whole body (413,
+			// 429, 408, …). http.Server would now read up to 256 KiB of it
+			// before sending the answer, with no deadline: a client that
+			// stalls would hold the connection for ever. Fail that read at
+			// once; the answer goes out and the connection is closed.
+			_ = ib.rc.SetReadDeadline(time.Now())
+		}
 	})
 }
 
@@ -142,8 +156,12 @@ const bodyChunk = 32 << 10
 // small (bodyChunk); once it is full, a body that declared its length gets
 // an exact-size buffer and any other one doubles.
 func (s *Server) readCharged(w http.ResponseWriter, r *http.Request, rd io.Reader, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		// The raw body is limited too (Server.body): refuse it unread.
+		return nil, readBodyError(&http.MaxBytesError{Limit: limit})
+	}
 	declared := r.ContentLength
-	if declared <= 0 || declared > limit || r.Header.Get("Content-Encoding") != "" {
+	if declared <= 0 || r.Header.Get("Content-Encoding") != "" {
 		declared = -1 // unknown, or the gunzipped size is not the declared one
 	}
 	size := int64(bodyChunk)

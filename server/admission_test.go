@@ -138,6 +138,13 @@ func TestBodyMemoryBudget(t *testing.T) {
 	resp, body := c2.response(t, 5*time.Second)
 	wantOverloaded(t, resp, body)
 
+	// A body declared larger than max_json_bytes is refused unread.
+	c3 := dialRaw(t, ts.URL)
+	c3.startPush(t, maxJSON+1, "")
+	if resp, b := c3.response(t, 5*time.Second); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("declared %d bytes: %d %s, want 413", maxJSON+1, resp.StatusCode, b)
+	}
+
 	// Small requests still fit in what is left.
 	if code, b := ts.do(t, "POST", "/api/v1/push/trace", adminKey, smallPush(1000)); code != http.StatusOK {
 		t.Fatalf("small push: %d %s", code, b)
@@ -208,5 +215,19 @@ func TestConnectionLimit(t *testing.T) {
 			t.Fatalf("slot not freed: still %d", resp.StatusCode)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestKeepAliveSurvivesAdmission: a request whose body was read to the end
+// keeps its connection (only an answer given before the end closes it).
+func TestKeepAliveSurvivesAdmission(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	c := dialRaw(t, ts.URL)
+	for i := range 3 {
+		body := smallPush(100 << 10)
+		c.startPush(t, len(body), body)
+		if resp, b := c.response(t, 10*time.Second); resp.StatusCode != http.StatusOK || resp.Close {
+			t.Fatalf("push %d on one connection: %d (close %v) %s", i, resp.StatusCode, resp.Close, b)
+		}
 	}
 }
