@@ -120,19 +120,9 @@ func (c *checker) readCheck(w http.ResponseWriter, r *http.Request) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		buf.Grow(int(min(r.ContentLength, maxBodyPrealloc)))
-	}
-	if _, err := buf.ReadFrom(rd); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
-				Detail: fmt.Sprintf("request body larger than %d bytes (the check API's limit)", limit)}
-		}
-		return nil, badRequest("read request body: %v", err)
-	}
-	return buf.Bytes(), nil
+	// Charged to the in-flight body budget like every JSON body
+	// (admission.go); over the limit it is a 413.
+	return c.s.readCharged(w, r, rd, limit)
 }
 
 // parseCheck decodes a check request body; errors name the member and

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -439,10 +440,20 @@ func TestCheckBadInput(t *testing.T) {
 		})
 	}
 	t.Run("body_over_16MiB", func(t *testing.T) {
+		// Of unknown length (chunked): read up to the limit, then 413.
 		body := `{"policy": "` + strings.Repeat("#", MaxCheckBytes) + `"}`
-		status, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, body)
+		status, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, io.MultiReader(strings.NewReader(body)))
 		if status != http.StatusRequestEntityTooLarge || !strings.Contains(string(out), "too_large") {
-			t.Errorf("got %d %s, want 413 too_large", status, out)
+			t.Errorf("chunked: got %d %s, want 413 too_large", status, out)
+		}
+		// Declared too large: refused unread (admission.go).
+		c := dialRaw(t, ts.URL)
+		head := fmt.Sprintf("POST /api/v1/policy/check HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", adminKey, len(body))
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+		if resp, b := c.response(t, 5*time.Second); resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "too_large") {
+			t.Errorf("declared: got %d %s, want 413 too_large", resp.StatusCode, b)
 		}
 	})
 	t.Run("batch_timeout_is_an_entry", func(t *testing.T) {

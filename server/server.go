@@ -24,11 +24,14 @@
 // dataset guardrails and their change feed, with rulecache.go for the
 // compiled rules; findings.go and evals.go for the review queue and evals);
 // ingest.go is the normalise-and-seal pipeline every write path shares;
-// access.go, auth.go, errors.go, idempotency.go, middleware.go and
-// metrics.go are the plumbing.
+// lists.go streams the unpaginated trace lists; admission.go bounds what
+// clients can make the server hold (body idle timeout, in-flight body
+// budget, connection cap); access.go, auth.go, errors.go, idempotency.go,
+// middleware.go and metrics.go are the plumbing.
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -68,6 +71,19 @@ type Config struct {
 	MaxJSONBytes int64
 	// MaxUploadBytes limits JSONL uploads (0: DefaultMaxUploadBytes).
 	MaxUploadBytes int64
+	// BodyIdleTimeout cuts off a request body that delivers nothing for
+	// this long (408); a body that keeps delivering is never cut
+	// (0: DefaultBodyIdleTimeout; negative: no limit).
+	BodyIdleTimeout time.Duration
+	// MaxConnections caps the open connections of the listener that
+	// Server.Listener wraps; one over it gets 429 with Retry-After
+	// (0: DefaultMaxConnections; negative: no limit).
+	MaxConnections int
+	// MaxInflightBodyBytes is the memory all requests together may hold
+	// in buffered request bodies; a request that would go over it gets 429
+	// with Retry-After (0: DefaultMaxInflightBodyBytes, raised to
+	// MaxJSONBytes when smaller so one largest body always fits).
+	MaxInflightBodyBytes int64
 	// MetricsToken, when set, is a Bearer token that may read /metrics
 	// besides admin keys.
 	MetricsToken string
@@ -115,6 +131,10 @@ type Server struct {
 	now     func() time.Time
 	handler http.Handler
 
+	bodyIdle time.Duration
+	maxConns int
+	budget   bodyBudget // in-flight request body bytes
+
 	authCache sync.Map // key hash -> *cachedPrincipal
 
 	// Dataset guardrails (guardrails.go, rulecache.go).
@@ -159,10 +179,13 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.bodyIdle = cmp.Or(cfg.BodyIdleTimeout, DefaultBodyIdleTimeout)
+	s.maxConns = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
+	s.budget.limit = max(cmp.Or(cfg.MaxInflightBodyBytes, DefaultMaxInflightBodyBytes), s.maxJSON+2*bodyChunk)
 	s.startGuardrails()
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.handler = s.accessLog(s.cors(s.recoverMiddleware(mux)))
+	s.handler = s.accessLog(s.cors(s.admitMiddleware(s.recoverMiddleware(mux))))
 	return s, nil
 }
 

@@ -96,6 +96,8 @@ func (ts *testServer) do(t testing.TB, method, path, key string, body any) (int,
 		rd = strings.NewReader(b)
 	case []byte:
 		rd = bytes.NewReader(b)
+	case io.Reader: // sent chunked: its length is unknown
+		rd = b
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {

@@ -974,13 +974,21 @@ type PushRequest struct {
 	// Close closes sessions of traces pushed with a finished Status; nil
 	// leaves them open.
 	Close CloseFunc
+	// Prepare, when set, is called in the transaction for each trace, in
+	// order (again if the transaction is retried), just before the store
+	// writes it: it fills in nt.Messages, which the store lets go once
+	// the trace's rows are queued (nt.Messages is then nil and the
+	// result's trace has no Messages). A push too large to hold decoded
+	// in memory uses it. An error aborts the push. Nil: Messages are set
+	// in Traces.
+	Prepare func(i int, nt *NewTrace) error
 }
 
 // PushResult is the outcome of PushTraces.
 type PushResult struct {
 	Dataset        *Dataset // nil for snippets
 	DatasetCreated bool
-	Traces         []*Trace // in request order, with messages
+	Traces         []*Trace // in request order, with messages (none with Prepare)
 }
 
 // AppendRequest is the input of AppendEvents.
