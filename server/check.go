@@ -16,9 +16,7 @@ package server
 
 import (
 	"bytes"
-	"container/list"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,9 +35,6 @@ import (
 
 // Check API defaults and limits (explorer-api §10).
 const (
-	// DefaultCheckCacheSize is the number of compiled rules the check API
-	// keeps (guardrails.cache_size).
-	DefaultCheckCacheSize = 1024
 	// DefaultCheckTimeout is the evaluation wall time of one check request.
 	DefaultCheckTimeout = 5 * time.Second
 	// MaxCheckBytes limits a check request body.
@@ -61,7 +56,7 @@ const (
 // checker serves the check API: the rule cache and the evaluation pool.
 type checker struct {
 	s       *Server
-	rules   *ruleCache
+	rules   *RuleCache
 	timeout time.Duration
 	// slots holds one token per running evaluation; waiting holds one per
 	// request admitted (running or waiting for a slot).
@@ -70,10 +65,6 @@ type checker struct {
 }
 
 func newChecker(s *Server) *checker {
-	size := s.cfg.CheckCacheSize
-	if size <= 0 {
-		size = DefaultCheckCacheSize
-	}
 	workers := s.cfg.CheckConcurrency
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -84,9 +75,13 @@ func newChecker(s *Server) *checker {
 	}
 	s.metrics.counter("vigil_check_rule_cache_total", "Check API rule cache lookups by result (hit, miss).", "result")
 	s.metrics.counter("vigil_check_rejected_total", "Check API requests refused because the evaluation pool was full.")
+	rules := NewRuleCache(s.cfg.RuleCacheSize, policy.Options{Name: "policy"})
+	rules.observe = func(hit bool, _ time.Duration) {
+		s.metrics.Add("vigil_check_rule_cache_total", 1, map[bool]string{true: "hit", false: "miss"}[hit])
+	}
 	return &checker{
 		s:       s,
-		rules:   newRuleCache(size),
+		rules:   rules,
 		timeout: timeout,
 		slots:   make(chan struct{}, workers),
 		// Requests beyond the running ones wait for a slot; at most
@@ -125,19 +120,9 @@ func (c *checker) readCheck(w http.ResponseWriter, r *http.Request) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		buf.Grow(int(min(r.ContentLength, maxBodyPrealloc)))
-	}
-	if _, err := buf.ReadFrom(rd); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
-				Detail: fmt.Sprintf("request body larger than %d bytes (the check API's limit)", limit)}
-		}
-		return nil, badRequest("read request body: %v", err)
-	}
-	return buf.Bytes(), nil
+	// Charged to the in-flight body budget like every JSON body
+	// (admission.go); over the limit it is a 413.
+	return c.s.readCharged(w, r, rd, limit)
 }
 
 // parseCheck decodes a check request body; errors name the member and
@@ -353,17 +338,7 @@ func (c *checker) slot(ctx context.Context) (func(), error) {
 // rule returns the compiled rule for src, from the cache or compiled now
 // (and cached). A load error is returned as is.
 func (c *checker) rule(src string) (*policy.Policy, error) {
-	key := sha256Sum(src)
-	if p := c.rules.get(key); p != nil {
-		c.s.metrics.Add("vigil_check_rule_cache_total", 1, "hit")
-		return p, nil
-	}
-	c.s.metrics.Add("vigil_check_rule_cache_total", 1, "miss")
-	p, err := policy.Load(src, policy.Options{Name: "policy"})
-	if err != nil {
-		return nil, err
-	}
-	return c.rules.add(key, p), nil
+	return c.rules.Load(src)
 }
 
 // evaluate compiles src and runs it on in, in an evaluation slot the
@@ -692,63 +667,4 @@ func plainASCII(s string) bool {
 		}
 	}
 	return true
-}
-
-// sha256Sum is the cache key of a rule text.
-func sha256Sum(src string) [32]byte { return sha256.Sum256([]byte(src)) }
-
-// ruleCache is an LRU cache of compiled rules keyed by sha256(rule text).
-// It is safe for concurrent use.
-type ruleCache struct {
-	mu  sync.Mutex
-	max int
-	ll  *list.List // front: most recently used; values are *ruleEntry
-	m   map[[32]byte]*list.Element
-}
-
-type ruleEntry struct {
-	key [32]byte
-	p   *policy.Policy
-}
-
-func newRuleCache(max int) *ruleCache {
-	return &ruleCache{max: max, ll: list.New(), m: make(map[[32]byte]*list.Element, max)}
-}
-
-// get returns the cached rule for key, or nil.
-func (c *ruleCache) get(key [32]byte) *policy.Policy {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[key]
-	if !ok {
-		return nil
-	}
-	c.ll.MoveToFront(e)
-	return e.Value.(*ruleEntry).p
-}
-
-// add caches p under key, evicting the least recently used rule beyond
-// the cache's size, and returns the cached rule (an earlier one when two
-// requests compiled the same text at once).
-func (c *ruleCache) add(key [32]byte, p *policy.Policy) *policy.Policy {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.m[key]; ok {
-		c.ll.MoveToFront(e)
-		return e.Value.(*ruleEntry).p
-	}
-	c.m[key] = c.ll.PushFront(&ruleEntry{key: key, p: p})
-	for c.ll.Len() > c.max {
-		old := c.ll.Back()
-		c.ll.Remove(old)
-		delete(c.m, old.Value.(*ruleEntry).key)
-	}
-	return p
-}
-
-// len returns the number of cached rules.
-func (c *ruleCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ll.Len()
 }

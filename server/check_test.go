@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -439,10 +440,20 @@ func TestCheckBadInput(t *testing.T) {
 		})
 	}
 	t.Run("body_over_16MiB", func(t *testing.T) {
+		// Of unknown length (chunked): read up to the limit, then 413.
 		body := `{"policy": "` + strings.Repeat("#", MaxCheckBytes) + `"}`
-		status, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, body)
+		status, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, io.MultiReader(strings.NewReader(body)))
 		if status != http.StatusRequestEntityTooLarge || !strings.Contains(string(out), "too_large") {
-			t.Errorf("got %d %s, want 413 too_large", status, out)
+			t.Errorf("chunked: got %d %s, want 413 too_large", status, out)
+		}
+		// Declared too large: refused unread (admission.go).
+		c := dialRaw(t, ts.URL)
+		head := fmt.Sprintf("POST /api/v1/policy/check HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", adminKey, len(body))
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+		if resp, b := c.response(t, 5*time.Second); resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "too_large") {
+			t.Errorf("declared: got %d %s, want 413 too_large", resp.StatusCode, b)
 		}
 	})
 	t.Run("batch_timeout_is_an_entry", func(t *testing.T) {
@@ -571,31 +582,11 @@ func TestCheckPoolBounded(t *testing.T) {
 
 // TestRuleCache: least recently used rules are evicted beyond the size,
 // a hit moves a rule to the front, and the server compiles a text once.
-func TestRuleCache(t *testing.T) {
-	c := newRuleCache(2)
-	load := func(src string) *policy.Policy {
-		p, err := policy.Load(src, policy.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	k := func(s string) [32]byte { return sha256Sum(s) }
-	a, b, d := "raise \"a\" if:\n    (m: Message)\n", "raise \"b\" if:\n    (m: Message)\n", "raise \"d\" if:\n    (m: Message)\n"
-	pa := c.add(k(a), load(a))
-	c.add(k(b), load(b))
-	if c.get(k(a)) != pa { // a is now the most recent
-		t.Fatal("a not cached")
-	}
-	c.add(k(d), load(d)) // evicts b
-	if c.get(k(b)) != nil || c.get(k(a)) == nil || c.get(k(d)) == nil || c.len() != 2 {
-		t.Errorf("after evicting: b=%v a=%v d=%v len=%d", c.get(k(b)) != nil, c.get(k(a)) != nil, c.get(k(d)) != nil, c.len())
-	}
-	if again := c.add(k(a), load(a)); again != pa {
-		t.Error("adding a cached text replaced the cached rule")
-	}
-
-	ts := newTestServer(t, openSQLite(t), func(c *Config) { c.CheckCacheSize = 1 })
+// TestCheckRuleCache: the check API compiles a rule text once while it
+// stays in its cache (guardrails.cache_size), and counts hits and misses.
+func TestCheckRuleCache(t *testing.T) {
+	a, b := "raise \"a\" if:\n    (m: Message)\n", "raise \"b\" if:\n    (m: Message)\n"
+	ts := newTestServer(t, openSQLite(t), func(c *Config) { c.RuleCacheSize = 1 })
 	for _, src := range []string{a, a, b, a} {
 		if status, out := ts.do(t, "POST", "/api/v1/policy/load", adminKey, map[string]any{"policy": src}); status != 200 {
 			t.Fatalf("load: %d %s", status, out)

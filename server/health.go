@@ -26,6 +26,12 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request, _ *princip
 	if _, err := s.st.SchemaVersion(ctx); err != nil {
 		checks["migrations"], ok = err.Error(), false
 	}
+	// A process whose guardrail change feed is down may serve stale rules
+	// (explorer-api §9.1).
+	var feedOK bool
+	if checks["guardrail_feed"], feedOK = s.feed.status(); !feedOK {
+		ok = false
+	}
 	if !ok {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "checks": checks})
 		return nil

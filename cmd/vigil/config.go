@@ -64,16 +64,25 @@ type fileConfig struct {
 		Token  string `yaml:"token"`
 		Public *bool  `yaml:"public"`
 	} `yaml:"metrics"`
-	TLS         tlsConfig     `yaml:"tls"`
-	CORSOrigins []string      `yaml:"cors_origins"`
-	Auth        authConfig    `yaml:"auth"`
-	Sharing     sharingConfig `yaml:"sharing"`
-	// Limits is the limits section, read by the body-limit wiring
-	// (accepted whole here).
-	Limits     yaml.Node        `yaml:"limits"`
-	OTLP       otlpConfig       `yaml:"otlp"`
-	Guardrails guardrailsConfig `yaml:"guardrails"`
-	Gateway    gatewayConfig    `yaml:"gateway"`
+	TLS         tlsConfig        `yaml:"tls"`
+	CORSOrigins []string         `yaml:"cors_origins"`
+	Auth        authConfig       `yaml:"auth"`
+	Sharing     sharingConfig    `yaml:"sharing"`
+	Limits      limitsConfig     `yaml:"limits"`
+	OTLP        otlpConfig       `yaml:"otlp"`
+	Guardrails  guardrailsConfig `yaml:"guardrails"`
+	Gateway     gatewayConfig    `yaml:"gateway"`
+}
+
+// limitsConfig is the limits section: request body sizes and the
+// server's admission limits (vigil serve). Zero values mean the defaults.
+type limitsConfig struct {
+	MaxJSONBytes         size     `yaml:"max_json_bytes"`
+	MaxUploadBytes       size     `yaml:"max_upload_bytes"`
+	MaxOTLPBytes         size     `yaml:"max_otlp_bytes"`
+	BodyIdleTimeout      duration `yaml:"body_idle_timeout"`
+	MaxConnections       int      `yaml:"max_connections"`
+	MaxInflightBodyBytes size     `yaml:"max_inflight_body_bytes"`
 }
 
 // tlsConfig is the tls section: with both files set, vigil serve speaks
@@ -308,7 +317,8 @@ func nodeKind(n *yaml.Node) string {
 // file sets is accepted and reported by notInEffect.
 var inEffect = []string{
 	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth.admin_username",
-	"auth.anonymous_read_public", "sharing", "limits", "metrics", "ledger.key_file", "detectors",
+	"auth.anonymous_read_public", "sharing", "limits.max_json_bytes", "limits.max_upload_bytes",
+	"limits.body_idle_timeout", "limits.max_connections", "limits.max_inflight_body_bytes", "metrics", "ledger.key_file", "detectors",
 	"guardrails",
 }
 
