@@ -87,6 +87,7 @@ type Store interface {
 	Notifier
 	Blobs
 	SavedQueries
+	Searcher
 	Idempotency
 	Guardrails
 	Findings
