@@ -113,11 +113,22 @@ func argumentsText(raw json.RawMessage) (string, bool) {
 	if json.Unmarshal(raw, &s) == nil {
 		return s, s != ""
 	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
+	// Compact JSON with escapes resolved (no \u00e9, no HTML escaping), so
+	// that a term matches what a reader sees; objects come out with their
+	// keys sorted.
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
 		return "", false
 	}
-	return b.String(), true
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if e.Encode(v) != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(b.String(), "\n"), true
 }
 
 // Highlight is one free-text match: an address with a code-point range

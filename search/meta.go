@@ -75,7 +75,11 @@ func (m *Meta) String() string {
 	}
 	if m.Op != "" {
 		b.WriteString(m.Op)
-		b.WriteString(quote(m.Value, m.Kind == KindString && (NumberRx.MatchString(m.Value) || m.Value == "true" || m.Value == "false" || m.Value == "null")))
+		if m.Kind == KindString {
+			b.WriteString(quote(m.Value, NumberRx.MatchString(m.Value) || m.Value == "true" || m.Value == "false" || m.Value == "null"))
+		} else {
+			b.WriteString(m.Value) // a typed value is bare (quoting makes it a string)
+		}
 	}
 	return b.String()
 }

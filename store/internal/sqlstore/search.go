@@ -434,6 +434,11 @@ func (c *compiler) meta(m *search.Meta) string {
 	}
 	var alts []string
 	for _, path := range m.Paths() {
+		if (m.Kind == search.KindNull && m.Op != "=" && m.Op != "" && m.Op != "%") ||
+			(m.Kind == search.KindBool && m.Op != "=" && m.Op != "!=" && m.Op != "" && m.Op != "%") {
+			alts = append(alts, `FALSE`) // no order on null and booleans
+			continue
+		}
 		c.p.add(path)
 		v := `(vigil_jsonb(t.metadata) #> ` + "$" + strconv.Itoa(c.p.n()) + `::text[])`
 		typ := `jsonb_typeof` + v
@@ -444,16 +449,12 @@ func (c *compiler) meta(m *search.Meta) string {
 			w = typ + ` <> 'null'`
 		case m.Op == "%":
 			w = `(` + typ + ` = 'string' AND strpos(lower` + str + `, ` + c.p.add(search.LowerASCII(m.Value)) + `) > 0)`
-		case m.Kind == search.KindNull:
+		case m.Kind == search.KindNull && m.Op == "=":
 			w = typ + ` = 'null'`
-			if m.Op != "=" {
-				w = `FALSE`
-			}
-		case m.Kind == search.KindBool:
+		case m.Kind == search.KindBool && (m.Op == "=" || m.Op == "!="):
 			w = `(` + typ + ` = 'boolean' AND ` + str + ` ` + sqlOp(m.Op) + ` ` + c.p.add(m.Value) + `)`
-			if m.Op != "=" && m.Op != "!=" {
-				w = `FALSE`
-			}
+		case m.Kind == search.KindNull || m.Kind == search.KindBool:
+			w = `FALSE` // no order on null and booleans
 		case m.Kind == search.KindNumber:
 			w = `(CASE WHEN ` + typ + ` = 'number' THEN ` + str + `::numeric WHEN ` + typ + ` = 'string' AND ` + str + ` ~ ` +
 				c.p.add(search.NumberRx.String()) + ` THEN ` + str + `::numeric END) ` + sqlOp(m.Op) + ` ` + c.p.add(m.Value) + `::numeric`
