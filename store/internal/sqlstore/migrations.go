@@ -345,7 +345,8 @@ CREATE TABLE mcp_pins (
 	time_created BIGINT NOT NULL,
 	UNIQUE (owner_id, server, tool)
 );
-`, // 6: search (explorer-api §7): the searchable text of every trace,
+`,
+	// 6: search (explorer-api §7): the searchable text of every trace,
 	// folded (search.Fold), one row per field (msg -1 is the trace name),
 	// under a trigram index (PostgreSQL: pg_trgm, installed in schema public
 	// when it exists, so dropping another schema never drops it); search_reindex lists the traces stored before
