@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Node is one node of a query tree: *And, *Or, *Not, *Text or one of the
@@ -203,7 +204,8 @@ type Indices struct {
 
 // quote renders s as a quoted string when it needs quoting.
 func quote(s string, force bool) string {
-	if !force && s != "" && !strings.ContainsAny(s, " \t\n\r\f\v\"()") && s != "OR" && s != "AND" && !strings.HasPrefix(s, "-") && !isFilterLike(s) {
+	if !force && s != "" && !strings.ContainsFunc(s, unicode.IsSpace) && !strings.Contains(s, `"`) && s != "OR" && s != "AND" &&
+		!strings.HasPrefix(s, "-") && !strings.HasPrefix(s, "(") && !strings.HasSuffix(s, ")") && !isFilterLike(s) {
 		return s
 	}
 	var b strings.Builder
@@ -239,7 +241,7 @@ func (n *Guardrail) String() string {
 	if n.Prefix {
 		return "guardrail:" + quote(n.Value+"*", false)
 	}
-	return "guardrail:" + quote(n.Value, false)
+	return "guardrail:" + quote(n.Value, strings.HasSuffix(n.Value, "*"))
 }
 func (n *Severity) String() string   { return "severity:" + n.Op + Severities[n.Level] }
 func (n *Annotation) String() string { return "annotation:" + quote(n.Value, false) }
