@@ -32,8 +32,8 @@ type savedQuery struct {
 	Deletable bool   `json:"deletable"`
 }
 
-// builtinQueries are the saved queries every dataset has (§2.5); counts
-// come with search in a later issue.
+// builtinQueries are the saved queries every dataset has (§2.5), with the
+// count of "all"; datasetQueries counts the others.
 func builtinQueries(numTraces int) []savedQuery {
 	n := numTraces
 	return []savedQuery{
@@ -45,6 +45,7 @@ func builtinQueries(numTraces int) []savedQuery {
 }
 
 func (s *Server) datasetJSON(r *http.Request, d *store.Dataset, full bool) datasetJSON {
+	var err error
 	out := datasetJSON{
 		ID: d.ID, Name: d.Name, ExtraMetadata: d.Metadata, IsPublic: d.IsPublic, UserID: d.OwnerID,
 		TimeCreated: formatTime(d.TimeCreated),
@@ -62,7 +63,9 @@ func (s *Server) datasetJSON(r *http.Request, d *store.Dataset, full bool) datas
 	if full {
 		n := d.NumTraces
 		out.NumTraces = &n
-		out.Queries = builtinQueries(n)
+		if out.Queries, err = s.datasetQueries(r, d); err != nil {
+			out.Queries = builtinQueries(n)
+		}
 	}
 	return out
 }
@@ -256,7 +259,7 @@ type traceRow struct {
 	AnnotationsBySource map[string]int  `json:"annotations_by_source"`
 }
 
-// handleDatasetTraces serves GET …/traces?indices=&limit=&offset=.
+// handleDatasetTraces serves GET …/traces?indices=&limit=&offset=&query=.
 func (s *Server) handleDatasetTraces(w http.ResponseWriter, r *http.Request, p *principal) error {
 	d, err := s.datasetFromPath(r, p)
 	if err != nil {
@@ -278,6 +281,9 @@ func (s *Server) handleDatasetTraces(w http.ResponseWriter, r *http.Request, p *
 			}
 			f.Indices = append(f.Indices, n)
 		}
+	}
+	if f.IDs, err = s.traceListQuery(r, d); err != nil { // [V] query= (§7 grammar)
+		return err
 	}
 	list, err := s.st.ListTraces(r.Context(), f)
 	if err != nil {
