@@ -6,15 +6,34 @@ package server
 // the stores run it (store.Searcher).
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vigilhq/vigil/search"
 	"github.com/vigilhq/vigil/store"
 )
+
+// searchTimeout bounds the database time of one search request; a query
+// that needs longer (many short terms over a large store) gets 503.
+const searchTimeout = 10 * time.Second
+
+// runSearch runs one store search under searchTimeout.
+func (s *Server) runSearch(ctx context.Context, req store.SearchRequest) (*store.SearchResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, searchTimeout)
+	defer cancel()
+	res, err := s.st.Search(ctx, req)
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeOverloaded,
+			Detail: fmt.Sprintf("search did not finish within %v; narrow the query (longer terms, a dataset, filters)", searchTimeout), Err: err}
+	}
+	return res, err
+}
 
 // CodeQueryInvalid is the error code of a query that does not parse; the
 // body adds "position" (a code-point offset).
@@ -163,7 +182,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, p *princip
 		highlights = b
 	}
 	req.WithMessages = highlights && len(parsed.Terms()) > 0
-	res, err := s.st.Search(r.Context(), req)
+	res, err := s.runSearch(r.Context(), req)
 	if errors.Is(err, store.ErrInvalidCursor) {
 		return badRequest("invalid cursor %q", req.Cursor)
 	}
@@ -323,7 +342,7 @@ func (s *Server) handleCompatSearch(w http.ResponseWriter, r *http.Request, p *p
 	req := store.SearchRequest{Query: query, AllOwners: true, DatasetIDs: []string{d.ID}, Order: store.OrderIndex, Limit: 1000, NoTotal: true}
 	for {
 		req.WithMessages = terms && len(entry.Traces) < maxCompatMappings
-		res, err := s.st.Search(r.Context(), req)
+		res, err := s.runSearch(r.Context(), req)
 		if err != nil {
 			return queryError(err)
 		}
@@ -451,7 +470,7 @@ func (s *Server) datasetQueries(r *http.Request, d *store.Dataset) ([]savedQuery
 		if out[i].Count != nil {
 			continue
 		}
-		res, err := s.st.Search(r.Context(), store.SearchRequest{Query: out[i].Query, AllOwners: true, DatasetIDs: []string{d.ID}, Limit: 1})
+		res, err := s.runSearch(r.Context(), store.SearchRequest{Query: out[i].Query, AllOwners: true, DatasetIDs: []string{d.ID}, Limit: 1})
 		if err != nil {
 			continue // an unparsable saved query has no count
 		}
@@ -474,7 +493,7 @@ func (s *Server) traceListQuery(r *http.Request, d *store.Dataset) ([]string, er
 	ids := []string{}
 	req := store.SearchRequest{Query: query, AllOwners: true, DatasetIDs: []string{d.ID}, Order: store.OrderIndex, Limit: 1000, NoTotal: true}
 	for {
-		res, err := s.st.Search(r.Context(), req)
+		res, err := s.runSearch(r.Context(), req)
 		if err != nil {
 			return nil, queryError(err)
 		}

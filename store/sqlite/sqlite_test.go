@@ -259,3 +259,9 @@ func BenchmarkStoreNormal(b *testing.B) {
 		return openPath(b, filepath.Join(b.TempDir(), "vigil.db"), &sqlite.Options{Synchronous: "NORMAL"})
 	})
 }
+
+// BenchmarkSearch measures a 2-term text query plus a meta: filter
+// (storetest.BenchSearch; VIGIL_BENCH_SEARCH_TRACES=50000 for 1M events).
+func BenchmarkSearch(b *testing.B) {
+	storetest.BenchSearch(b, func(b *testing.B) store.Store { return openTemp(b) })
+}

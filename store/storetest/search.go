@@ -277,6 +277,28 @@ func testSearchFilters(t *testing.T, s store.Store) {
 	}
 	_, err = s.Search(ctxT(t), store.SearchRequest{OwnerID: u.ID, Cursor: "!!"})
 	wantErr(t, err, store.ErrInvalidCursor)
+
+	// Queries at the parser's limits compile to SQL both databases run:
+	// the most terms, the deepest nesting, the longest lists and paths.
+	var ranges []string
+	for i := 0; len(strings.Join(ranges, ",")) < search.MaxLength-20; i++ {
+		ranges = append(ranges, fmt.Sprintf("%d..%d", i, i+1))
+	}
+	for _, q := range []string{
+		strings.TrimSpace(strings.Repeat("x OR ", search.MaxTerms-1) + "x"),
+		strings.Repeat("(-", search.MaxDepth/2) + "zz" + strings.Repeat(")", search.MaxDepth/2),
+		"index:" + strings.Join(ranges, ","),
+		"meta:" + strings.TrimSuffix(strings.Repeat("a.", search.MaxMetaPath), ".") + ">=1",
+		strings.TrimSpace(strings.Repeat(`"%_\\" `, search.MaxTerms)),
+		strings.TrimSpace(strings.Repeat("tool:*%_* annotation:%_ guardrail:_%* ", search.MaxTerms/3)),
+	} {
+		if _, err := search.Parse(q); err != nil {
+			t.Fatalf("limit query %.60q does not parse: %v", q, err)
+		}
+		if _, err := s.Search(ctxT(t), store.SearchRequest{Query: q, OwnerID: u.ID}); err != nil {
+			t.Errorf("Search(%.60q…): %v", q, err)
+		}
+	}
 }
 
 // testSearchPages pages through results in each order with cursors.
