@@ -367,6 +367,18 @@ func testSearchIndexMaintained(t *testing.T, s store.Store) {
 	if got := find("t1"); len(got) != 0 {
 		t.Errorf("old name still found: %q", got)
 	}
+	// Repeated texts are indexed once; a name equal to a message text
+	// stays findable through the message after a rename.
+	rep, err := s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, DatasetName: "d", Traces: []store.NewTrace{{Name: "same words",
+		Messages: []store.Message{event("r1", "user", "same words"), event("r2", "user", "same words"), event("r3", "tool", "Same Words")}}}})
+	must(t, err)
+	other := "other"
+	_, err = s.UpdateTrace(ctx, rep.Traces[0].ID, store.TraceUpdate{Name: &other})
+	must(t, err)
+	if got := find("same words"); !slices.Equal(got, []string{"other"}) {
+		t.Errorf("repeated text after rename = %q", got)
+	}
+	must(t, s.DeleteTrace(ctx, rep.Traces[0].ID, nil))
 	must(t, s.DeleteTrace(ctx, res.Traces[0].ID, nil))
 	if got := find("zebra"); len(got) != 0 {
 		t.Errorf("zebra after delete = %q", got)

@@ -365,7 +365,7 @@ CREATE TABLE search_text (
 	text TEXT NOT NULL
 );
 CREATE INDEX search_text_trace ON search_text (trace_id, msg);
-CREATE VIRTUAL TABLE search_fts USING fts5(text, content='search_text', content_rowid='id', tokenize='trigram case_sensitive 1');
+CREATE VIRTUAL TABLE search_fts USING fts5(text, content='search_text', content_rowid='id', tokenize='trigram case_sensitive 1', columnsize=0);
 CREATE TRIGGER search_text_insert AFTER INSERT ON search_text BEGIN
 	INSERT INTO search_fts (rowid, text) VALUES (new.id, new.text);
 END;

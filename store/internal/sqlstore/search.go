@@ -28,15 +28,28 @@ import (
 var searchColList = []string{"trace_id", "msg", "tool", "text"}
 
 // searchRows returns the index rows of a trace's name (when name is not
-// "") and of msgs.
+// "") and of msgs. A field whose folded text repeats one already among
+// msgs (a system prompt resent each turn, identical tool outputs) is
+// indexed once: a trace matches when any of its fields does, so the
+// repeat adds nothing but index writes.
 func searchRows(traceID, name string, msgs []store.Message) [][]any {
 	var rows [][]any
 	if name != "" {
 		rows = append(rows, []any{traceID, int64(-1), false, search.Fold(name)})
 	}
+	type key struct {
+		tool bool
+		text string
+	}
+	seen := map[key]bool{}
 	for i := range msgs {
 		for _, f := range search.Fields(msgs[i].Index, msgs[i].Data) {
-			rows = append(rows, []any{traceID, int64(f.Msg), f.Tool, search.Fold(f.Text)})
+			k := key{f.Tool, search.Fold(f.Text)}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			rows = append(rows, []any{traceID, int64(f.Msg), f.Tool, k.text})
 		}
 	}
 	return rows
