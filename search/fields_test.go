@@ -2,6 +2,7 @@ package search
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,4 +126,40 @@ func TestMetaMatch(t *testing.T) {
 	if _, err := ParseMeta("hello"); err == nil {
 		t.Error("ParseMeta(hello) succeeded")
 	}
+}
+
+// FuzzHighlights checks that Highlights never panics on any event JSON
+// and term, and that every highlight is an address whose range lies inside
+// a string of the event holding the term (folded).
+func FuzzHighlights(f *testing.F) {
+	data, err := os.ReadFile(filepath.Join("testdata", "highlights.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var events []json.RawMessage
+	if err := json.Unmarshal(data, &events); err != nil {
+		f.Fatal(err)
+	}
+	for _, e := range events {
+		f.Add([]byte(e), "o")
+		f.Add([]byte(e), "ÉL")
+	}
+	f.Add([]byte(`{"content":[{"type":"text","text":"a\u0000b"}]}`), "\x00")
+	f.Fuzz(func(t *testing.T, ev []byte, term string) {
+		for _, h := range Highlights([][]byte{ev}, []string{term}) {
+			addr, rng, ok := strings.Cut(h.Address, ":")
+			if !ok || !strings.HasPrefix(addr, "messages.0.") {
+				t.Fatalf("highlight address %q", h.Address)
+			}
+			a, b, _ := strings.Cut(rng, "-")
+			var start, end int
+			if _, err := fmt.Sscan(a, &start); err != nil {
+				t.Fatalf("range %q", rng)
+			}
+			if _, err := fmt.Sscan(b, &end); err != nil || end-start != utf8.RuneCountInString(Fold(term)) {
+				t.Fatalf("range %q for term %q", rng, term)
+			}
+		}
+		Fields(0, ev)
+	})
 }
