@@ -174,12 +174,24 @@ func parseNum(s string) *big.Float {
 // negative counting from the end, as PostgreSQL's #> does); then compare
 // by Kind. A type mismatch or a missing path is false.
 func (m *Meta) Match(metadata []byte) bool {
+	root, err := DecodeMetadata(metadata)
+	return err == nil && m.MatchValue(root)
+}
+
+// DecodeMetadata decodes metadata JSON as MatchValue reads it (numbers
+// as json.Number). The result is only read, so it may be shared.
+func DecodeMetadata(metadata []byte) (any, error) {
 	d := json.NewDecoder(bytes.NewReader(metadata))
 	d.UseNumber()
 	var root any
 	if err := d.Decode(&root); err != nil {
-		return false
+		return nil, err
 	}
+	return root, nil
+}
+
+// MatchValue is Match on metadata already decoded by DecodeMetadata.
+func (m *Meta) MatchValue(root any) bool {
 	for _, path := range m.Paths() {
 		v, ok := walk(root, path)
 		if ok && m.compare(v) {

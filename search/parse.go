@@ -18,6 +18,10 @@ const (
 	MaxLength = 2000
 	// MaxTerms is the most free-text terms and filters in one query.
 	MaxTerms = 32
+	// MaxShortTerms is the most free-text terms shorter than three code
+	// points (folded): the trigram index cannot answer them, so each one
+	// scans the text of every trace the rest of the query leaves.
+	MaxShortTerms = 4
 	// MaxDepth is the deepest nesting of groups and negations.
 	MaxDepth = 16
 	// MaxListItems is the most ids or index ranges in one id:/index:
@@ -50,6 +54,18 @@ type parser struct {
 	depth int // open groups
 	nest  int // groups plus negations, for MaxDepth
 	terms int
+	short int // terms shorter than 3 code points, for MaxShortTerms
+}
+
+// text makes a Text node, counting short terms against MaxShortTerms.
+func (p *parser) text(at int, s string, quoted bool) (Node, error) {
+	if utf8.RuneCountInString(Fold(s)) < 3 {
+		p.short++
+		if p.short > MaxShortTerms {
+			return nil, p.errf(at, "more than %d terms shorter than 3 characters (they cannot use the index)", MaxShortTerms)
+		}
+	}
+	return &Text{pos(at), s, quoted}, nil
 }
 
 // Parse parses q (explorer-api §7.2). It returns a *Error, with the
@@ -267,7 +283,7 @@ func (p *parser) primary() (Node, error) {
 		if s == "" {
 			return nil, p.errf(at, "empty phrase")
 		}
-		return &Text{pos(at), s, true}, nil
+		return p.text(at, s, true)
 	}
 	if err := p.count(at); err != nil {
 		return nil, err
@@ -282,8 +298,7 @@ func (p *parser) primary() (Node, error) {
 		p.i = j + 1
 		return p.filter(at, key)
 	}
-	w := p.bare()
-	return &Text{pos(at), w, false}, nil
+	return p.text(at, p.bare(), false)
 }
 
 func (p *parser) count(at int) error {

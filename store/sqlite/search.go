@@ -3,6 +3,7 @@ package sqlite
 import (
 	"database/sql/driver"
 	"fmt"
+	"sync"
 
 	"modernc.org/sqlite"
 
@@ -24,18 +25,53 @@ func init() {
 		if err != nil {
 			return nil, fmt.Errorf("vigil_meta: %w", err)
 		}
-		var md []byte
+		var md string
 		switch v := args[0].(type) {
 		case string:
-			md = []byte(v)
-		case []byte:
 			md = v
+		case []byte:
+			md = string(v)
 		default:
 			return int64(0), nil
 		}
-		if m.Match(md) {
+		root, ok := lastMetadata.get(md)
+		if !ok {
+			return int64(0), nil
+		}
+		if m.MatchValue(root) {
 			return int64(1), nil
 		}
 		return int64(0), nil
 	})
+}
+
+// lastMetadata keeps the last metadata decoded: a query with several
+// meta: filters calls vigil_meta on the same row once per filter.
+var lastMetadata metadataCache
+
+type metadataCache struct {
+	mu   sync.Mutex
+	text string
+	root any
+	ok   bool
+}
+
+// get returns text decoded (search.DecodeMetadata), and false when it is
+// not JSON.
+func (c *metadataCache) get(text string) (any, bool) {
+	c.mu.Lock()
+	if c.text == text && c.root != nil {
+		root, ok := c.root, c.ok
+		c.mu.Unlock()
+		return root, ok
+	}
+	c.mu.Unlock()
+	root, err := search.DecodeMetadata([]byte(text))
+	c.mu.Lock()
+	c.text, c.root, c.ok = text, root, err == nil
+	if err != nil {
+		c.root = struct{}{} // remembered as not JSON
+	}
+	c.mu.Unlock()
+	return root, err == nil
 }

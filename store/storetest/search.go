@@ -285,7 +285,8 @@ func testSearchFilters(t *testing.T, s store.Store) {
 		ranges = append(ranges, fmt.Sprintf("%d..%d", i, i+1))
 	}
 	for _, q := range []string{
-		strings.TrimSpace(strings.Repeat("x OR ", search.MaxTerms-1) + "x"),
+		strings.TrimSpace(strings.Repeat("x OR ", search.MaxShortTerms-1) + "x"),
+		strings.TrimSpace(strings.Repeat("xyz OR ", search.MaxTerms-1) + "xyz"),
 		strings.Repeat("(-", search.MaxDepth/2) + "zz" + strings.Repeat(")", search.MaxDepth/2),
 		"index:" + strings.Join(ranges, ","),
 		"meta:" + strings.TrimSuffix(strings.Repeat("a.", search.MaxMetaPath), ".") + ">=1",

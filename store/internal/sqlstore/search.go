@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -175,7 +174,7 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 				// after a bulk load, before ANALYZE, a semi-join plan
 				// scanned every trace).
 				f := search.Fold(n.(*search.Text).Value)
-				where = append(where, `t.id = ANY(ARRAY(SELECT s.trace_id FROM search_text s WHERE s.text LIKE `+
+				where = append(where, `t.id = ANY(ARRAY(SELECT DISTINCT s.trace_id FROM search_text s WHERE s.text LIKE `+
 					c.p.add("%"+escapeLike(f)+"%")+` ESCAPE '\'))`)
 				continue
 			}
@@ -186,6 +185,12 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 			where = append(where, w)
 		}
 	}
+	from := ` FROM traces t`
+	if c.metadataJSON {
+		// Parse the metadata once per row, not once per comparison
+		// (OFFSET 0 keeps PostgreSQL from inlining the subquery).
+		from += `, LATERAL (SELECT vigil_jsonb(t.metadata) AS md OFFSET 0) m`
+	}
 	cond := ""
 	if len(where) > 0 {
 		cond = ` WHERE ` + strings.Join(where, ` AND `)
@@ -194,7 +199,7 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 	if !req.NoTotal {
 		cp := c.p
 		var n int
-		err := s.b.Reader().QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM traces t`+cond+` LIMIT `+cp.add(int64(store.MaxSearchTotal+1))+`) x`, cp.args...).Scan(&n)
+		err := s.b.Reader().QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1`+from+cond+` LIMIT `+cp.add(int64(store.MaxSearchTotal+1))+`) x`, cp.args...).Scan(&n)
 		if err != nil {
 			return nil, fmt.Errorf("search %q: count: %w", req.Query, err)
 		}
@@ -223,7 +228,7 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 	if ord.desc {
 		dir = " DESC"
 	}
-	sql := `SELECT ` + prefixed("t", splitCols(traceCols)) + ` FROM traces t` + cond +
+	sql := `SELECT ` + prefixed("t", splitCols(traceCols)) + from + cond +
 		` ORDER BY ` + ord.col + dir + `, t.id LIMIT ` + c.p.add(int64(limit+1))
 	ts, err := s.queryTraces(ctx, sql, c.p.args...)
 	if err != nil {
@@ -256,6 +261,9 @@ type compiler struct {
 	s   *Store
 	req *store.SearchRequest
 	p   params
+	// metadataJSON is set when the SQL refers to m.md, the parsed
+	// metadata (PostgreSQL).
+	metadataJSON bool
 }
 
 func (c *compiler) pg() bool { return c.s.b.Kind() == "postgres" }
@@ -463,7 +471,8 @@ func (c *compiler) meta(m *search.Meta) string {
 			continue
 		}
 		c.p.add(path)
-		v := `(vigil_jsonb(t.metadata) #> ` + "$" + strconv.Itoa(c.p.n()) + `::text[])`
+		c.metadataJSON = true
+		v := `(m.md #> ` + "$" + strconv.Itoa(c.p.n()) + `::text[])`
 		typ := `jsonb_typeof` + v
 		str := `((` + v + ` #>> '{}') COLLATE "C")`
 		var w string
@@ -494,13 +503,6 @@ func sqlOp(op string) string {
 		return "<>"
 	}
 	return op
-}
-
-// IsSearchError reports whether err is a query error and returns it.
-func IsSearchError(err error) (*search.Error, bool) {
-	var e *search.Error
-	ok := errors.As(err, &e)
-	return e, ok
 }
 
 // reindexName replaces the index row of t's name.
