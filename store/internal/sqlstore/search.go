@@ -186,14 +186,17 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 		}
 	}
 	from := ` FROM traces t`
-	if c.metadataJSON {
-		// Parse the metadata once per row, not once per comparison
-		// (OFFSET 0 keeps PostgreSQL from inlining the subquery).
+	md := `vigil_jsonb(t.metadata)`
+	if c.metaPaths > 1 {
+		// Several comparisons: parse the metadata once per row (OFFSET 0
+		// keeps PostgreSQL from inlining the subquery). One comparison
+		// parses it in place, which lets the planner filter first.
 		from += `, LATERAL (SELECT vigil_jsonb(t.metadata) AS md OFFSET 0) m`
+		md = `m.md`
 	}
 	cond := ""
 	if len(where) > 0 {
-		cond = ` WHERE ` + strings.Join(where, ` AND `)
+		cond = ` WHERE ` + strings.ReplaceAll(strings.Join(where, ` AND `), metadataMarker, md)
 	}
 	res := &store.SearchResult{Total: -1}
 	if !req.NoTotal {
@@ -261,10 +264,15 @@ type compiler struct {
 	s   *Store
 	req *store.SearchRequest
 	p   params
-	// metadataJSON is set when the SQL refers to m.md, the parsed
-	// metadata (PostgreSQL).
-	metadataJSON bool
+	// metaPaths counts the metadata paths the SQL reads (PostgreSQL),
+	// each through metadataMarker.
+	metaPaths int
 }
+
+// metadataMarker stands for the parsed metadata in compiled SQL until
+// Search knows how many comparisons read it (no user text is ever part
+// of the SQL, so the marker cannot collide).
+const metadataMarker = "{{METADATA}}"
 
 func (c *compiler) pg() bool { return c.s.b.Kind() == "postgres" }
 
@@ -471,8 +479,8 @@ func (c *compiler) meta(m *search.Meta) string {
 			continue
 		}
 		c.p.add(path)
-		c.metadataJSON = true
-		v := `(m.md #> ` + "$" + strconv.Itoa(c.p.n()) + `::text[])`
+		c.metaPaths++
+		v := `(` + metadataMarker + ` #> ` + "$" + strconv.Itoa(c.p.n()) + `::text[])`
 		typ := `jsonb_typeof` + v
 		str := `((` + v + ` #>> '{}') COLLATE "C")`
 		var w string
