@@ -110,6 +110,7 @@ type Store interface {
 	Blobs
 	Instance
 	SavedQueries
+	Searcher
 	Idempotency
 	Guardrails
 	Findings

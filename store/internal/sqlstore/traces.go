@@ -286,6 +286,7 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			b.Insert("messages", messageColList, msgRows)
 			b.Insert("receipts", receiptColList, recRows)
 			b.Insert("annotations", annotationColList, annRows)
+			b.Insert("search_text", searchColList, searchRows(t.ID, t.Name, msgs))
 			res.Traces = append(res.Traces, t)
 			for j := range msgs {
 				pending += len(msgs[j].Data)
@@ -640,6 +641,7 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 		}
 		b.Insert("receipts", receiptColList, rrows)
 		b.Insert("annotations", annotationColList, annRows)
+		b.Insert("search_text", searchColList, searchRows(t.ID, "", msgs))
 		if t.DatasetID != "" {
 			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at))
 		}
