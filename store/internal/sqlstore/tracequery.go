@@ -192,7 +192,7 @@ func (s *Store) loadMessages(ctx context.Context, ts []*store.Trace) error {
 			return fmt.Errorf("load messages: %w", err)
 		}
 		m.Index = int(idx)
-		if err := json.Unmarshal(nodes, &m.NodeIDs); err != nil {
+		if m.NodeIDs, err = parseNodeIDs(nodes); err != nil {
 			return fmt.Errorf("trace %s message %d node ids: %w", tid, idx, err)
 		}
 		m.Data = json.RawMessage(data)
