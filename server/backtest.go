@@ -6,7 +6,8 @@ package server
 // with a baseline rule (…/policy-check, the safe-rollout check).
 //
 // The rule is loaded once; traces are read from the store page by page
-// (store.IterTraces) and analysed by max_concurrent workers with the
+// (store.IterTraceEvents: one row per trace, its events already one JSON
+// array) and analysed by max_concurrent workers with the
 // engine's budgets, so memory stays bounded whatever the dataset size. A
 // rule that exhausts a budget is a failure or an error of that trace,
 // never of the run. A client that goes away cancels the run: the reader
@@ -271,13 +272,13 @@ func (bt *backtest) count(ctx context.Context) (int, error) {
 func (bt *backtest) run(ctx context.Context, emit func(*backtestOutcome) error, idle func() error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	jobs := make(chan *store.Trace, bt.concurrent)
+	jobs := make(chan *store.TraceEvents, bt.concurrent)
 	results := make(chan *backtestOutcome, 2*bt.concurrent)
 	var readErr error
 	go func() { // the reader: one page of traces at a time
 		defer close(jobs)
 		n := 0
-		for t, err := range bt.s.st.IterTraces(ctx, bt.ds.ID, store.IterOptions{PageSize: backtestPageSize}) {
+		for t, err := range bt.s.st.IterTraceEvents(ctx, bt.ds.ID, store.IterOptions{PageSize: backtestPageSize}) {
 			if err != nil {
 				if ctx.Err() == nil {
 					readErr = err
@@ -345,25 +346,17 @@ func (bt *backtest) run(ctx context.Context, emit func(*backtestOutcome) error, 
 	return readErr
 }
 
-// backtestWorker analyses traces; its buffer is reused between traces.
+// backtestWorker analyses traces.
 type backtestWorker struct {
-	bt  *backtest
-	buf []byte
+	bt *backtest
 }
 
 // evaluate analyses one trace with the rule (and the baseline); nil when
 // ctx ended during it.
-func (w *backtestWorker) evaluate(ctx context.Context, t *store.Trace) *backtestOutcome {
+func (w *backtestWorker) evaluate(ctx context.Context, te *store.TraceEvents) *backtestOutcome {
+	t := te.Trace
 	o := &backtestOutcome{ID: t.ID, Index: t.Index}
-	w.buf = append(w.buf[:0], '[')
-	for i, m := range t.Messages {
-		if i > 0 {
-			w.buf = append(w.buf, ',')
-		}
-		w.buf = append(w.buf, m.Data...)
-	}
-	w.buf = append(w.buf, ']')
-	tr, err := trace.Decode(w.buf)
+	tr, err := trace.Decode(te.Events)
 	if err != nil {
 		o.Err = fmt.Sprintf("invalid_trace: stored trace %s: %v", t.ID, err)
 		o.BaseErr = o.Err
@@ -420,8 +413,14 @@ func (w *backtestWorker) analyze(ctx context.Context, br *backtestRule, t *store
 	return br.pol.Analyze(ctx, tr, ps)
 }
 
-// storeFindings files each violation as a finding (ledger.md §8.1).
+// storeFindings files each violation as a finding (ledger.md §8.1). It
+// reads the trace's messages for their ledger node ids (citations).
 func (bt *backtest) storeFindings(ctx context.Context, t *store.Trace, br *backtestRule, vs []policy.Violation) error {
+	full, err := bt.s.st.GetTrace(ctx, t.ID, true)
+	if err != nil {
+		return fmt.Errorf("read trace %s for its findings: %w", t.ID, err)
+	}
+	t = full
 	for _, v := range vs {
 		f := backtestFinding(t, br, v)
 		f.OwnerID = bt.ds.OwnerID

@@ -249,6 +249,74 @@ func (s *Store) IterTraces(ctx context.Context, datasetID string, opt store.Iter
 	}
 }
 
+// IterTraceEvents implements store.Traces: per page one query, each
+// trace's events joined in index order by the database (string_agg, in
+// SQLite since 3.44 and in PostgreSQL), so a trace is one row, not one per
+// event.
+func (s *Store) IterTraceEvents(ctx context.Context, datasetID string, opt store.IterOptions) iter.Seq2[*store.TraceEvents, error] {
+	size := opt.PageSize
+	if size <= 0 {
+		size = 100
+	}
+	return func(yield func(*store.TraceEvents, error) bool) {
+		after := int64(-1)
+		for {
+			var p params
+			q := `SELECT ` + traceCols + `, (SELECT string_agg(m.data, ',' ORDER BY m.idx) FROM messages m WHERE m.trace_id = traces.id)` +
+				` FROM traces WHERE dataset_id = ` + p.add(datasetID) + ` AND idx > ` + p.add(after)
+			if opt.IDs != nil {
+				p.add(s.b.ListArg(opt.IDs))
+				q += ` AND ` + s.b.In("id", p.n())
+			}
+			if opt.OnlyAnnotated {
+				q += ` AND EXISTS (SELECT 1 FROM annotations a WHERE a.trace_id = traces.id)`
+			}
+			q += ` ORDER BY idx LIMIT ` + p.add(int64(size))
+			page, err := s.queryTraceEvents(ctx, q, p.args...)
+			if err != nil {
+				yield(nil, fmt.Errorf("read dataset %s: %w", datasetID, err))
+				return
+			}
+			for _, te := range page {
+				if !yield(te, nil) {
+					return
+				}
+			}
+			if len(page) < size {
+				return
+			}
+			after = page[len(page)-1].Trace.Index
+		}
+	}
+}
+
+func (s *Store) queryTraceEvents(ctx context.Context, q string, args ...any) ([]*store.TraceEvents, error) {
+	rows, err := s.b.Reader().Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list trace events: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.TraceEvents
+	for rows.Next() {
+		var x traceScan
+		var events []byte
+		if err := rows.Scan(append(x.dest(), &events)...); err != nil {
+			return nil, fmt.Errorf("list trace events: %w", err)
+		}
+		t, err := x.finish()
+		if err != nil {
+			return nil, fmt.Errorf("list trace events: %w", err)
+		}
+		b := make([]byte, 0, len(events)+2)
+		b = append(append(append(b, '['), events...), ']')
+		out = append(out, &store.TraceEvents{Trace: t, Events: b})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list trace events: %w", err)
+	}
+	return out, nil
+}
+
 // UpdateTrace implements store.Traces.
 func (s *Store) UpdateTrace(ctx context.Context, id string, up store.TraceUpdate) (*store.Trace, error) {
 	var t *store.Trace
