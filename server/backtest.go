@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,11 +56,12 @@ const (
 )
 
 // backtestHooks are test hooks; nil in production. beforeTrace runs in a
-// worker before each trace is analysed (with the run's context); done runs
+// worker before each trace is analysed (with the run's context and the
+// trace index; a panic in it stands for one in the engine); done runs
 // when a run has ended, with the number of traces analysed and the run's
 // context error (non-nil when the client went away).
 var backtestHooks struct {
-	beforeTrace func(ctx context.Context)
+	beforeTrace func(ctx context.Context, index int64)
 	done        func(analysed int, ctxErr error)
 }
 
@@ -307,10 +309,7 @@ func (bt *backtest) run(ctx context.Context, emit func(*backtestOutcome) error, 
 				if ctx.Err() != nil {
 					continue // drain: the reader stops at its next send
 				}
-				if h := backtestHooks.beforeTrace; h != nil {
-					h(ctx)
-				}
-				o := w.evaluate(ctx, t)
+				o := w.safeEvaluate(ctx, t)
 				if o == nil { // cancelled mid-trace
 					continue
 				}
@@ -349,6 +348,23 @@ func (bt *backtest) run(ctx context.Context, emit func(*backtestOutcome) error, 
 // backtestWorker analyses traces.
 type backtestWorker struct {
 	bt *backtest
+}
+
+// safeEvaluate is evaluate with a panic (a bug in the engine or a
+// detector) turned into that trace's error: the goroutine is not the
+// request's, so the server's recovery would not catch it.
+func (w *backtestWorker) safeEvaluate(ctx context.Context, te *store.TraceEvents) (o *backtestOutcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.bt.s.log.Error("panic in a backtest", "trace", te.Trace.ID, "panic", v, "stack", string(debug.Stack()))
+			msg := fmt.Sprintf("internal error analysing trace %s: %v", te.Trace.ID, v)
+			o = &backtestOutcome{ID: te.Trace.ID, Index: te.Trace.Index, Err: msg, BaseErr: msg}
+		}
+	}()
+	if h := backtestHooks.beforeTrace; h != nil {
+		h(ctx, te.Trace.Index)
+	}
+	return w.evaluate(ctx, te)
 }
 
 // evaluate analyses one trace with the rule (and the baseline); nil when
@@ -670,7 +686,9 @@ func (s *Server) handleBacktestStream(w http.ResponseWriter, r *http.Request, p 
 		}
 		// Frames were sent: the error cannot be a status any more. Say it
 		// in a last frame, then abort (see handle).
-		_ = frame(map[string]any{"done": false, "error": err.Error()})
+		if frame(map[string]any{"done": false, "error": err.Error()}) == nil {
+			_ = rc.Flush()
+		}
 		return err
 	}
 	sum.DurationMS = time.Since(start).Milliseconds()

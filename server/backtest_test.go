@@ -266,7 +266,7 @@ func TestBacktestDisconnect(t *testing.T) {
 		var started atomic.Int64
 		three := make(chan struct{})
 		ended := make(chan [2]any, 1)
-		backtestHooks.beforeTrace = func(ctx context.Context) {
+		backtestHooks.beforeTrace = func(ctx context.Context, _ int64) {
 			if started.Add(1) == 3 {
 				close(three)
 			}
@@ -297,6 +297,32 @@ func TestBacktestDisconnect(t *testing.T) {
 			t.Errorf("after the disconnect the run analysed %d traces and ended with %v; want it cancelled early", n, got[1])
 		}
 	})
+}
+
+// TestBacktestPanic: a panic while analysing a trace (an engine bug) is
+// that trace's error frame; the run and the server go on.
+func TestBacktestPanic(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	ds, ids := backtestDataset(t, ts)
+	backtestHooks.beforeTrace = func(_ context.Context, index int64) {
+		if index == 2 {
+			panic("engine bug")
+		}
+	}
+	t.Cleanup(func() { backtestHooks.beforeTrace = nil })
+	var bad []*client.BacktestFrame
+	sum, err := ts.c.Backtest(t.Context(), ds, client.BacktestRequest{Policy: btRule}, func(f *client.BacktestFrame) error {
+		if f.Status == "error" {
+			bad = append(bad, f)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.NumTraces != 5 || sum.NumErrors != 1 || sum.NumTriggered != 1 || len(bad) != 1 || bad[0].TraceID != ids[2] || !strings.Contains(bad[0].Error, "engine bug") {
+		t.Errorf("summary %+v, error frames %+v", sum, bad)
+	}
 }
 
 // TestBacktestStoreFindings: store:true files each violation as a
