@@ -206,6 +206,23 @@ func (s *Store) loadMessages(ctx context.Context, ts []*store.Trace) error {
 	return nil
 }
 
+// iterPage returns the query of the page of IterTraces and
+// IterTraceEvents after index after: cols of the dataset's traces with
+// opt's filters, in index order.
+func (s *Store) iterPage(cols, datasetID string, after int64, size int, opt store.IterOptions) (string, []any) {
+	var p params
+	q := `SELECT ` + cols + ` FROM traces WHERE dataset_id = ` + p.add(datasetID) + ` AND idx > ` + p.add(after)
+	if opt.IDs != nil {
+		p.add(s.b.ListArg(opt.IDs))
+		q += ` AND ` + s.b.In("id", p.n())
+	}
+	if opt.OnlyAnnotated {
+		q += ` AND EXISTS (SELECT 1 FROM annotations a WHERE a.trace_id = traces.id)`
+	}
+	q += ` ORDER BY idx LIMIT ` + p.add(int64(size))
+	return q, p.args
+}
+
 // IterTraces implements store.Traces.
 func (s *Store) IterTraces(ctx context.Context, datasetID string, opt store.IterOptions) iter.Seq2[*store.Trace, error] {
 	size := opt.PageSize
@@ -215,17 +232,8 @@ func (s *Store) IterTraces(ctx context.Context, datasetID string, opt store.Iter
 	return func(yield func(*store.Trace, error) bool) {
 		after := int64(-1)
 		for {
-			var p params
-			q := `SELECT ` + traceCols + ` FROM traces WHERE dataset_id = ` + p.add(datasetID) + ` AND idx > ` + p.add(after)
-			if opt.IDs != nil {
-				p.add(s.b.ListArg(opt.IDs))
-				q += ` AND ` + s.b.In("id", p.n())
-			}
-			if opt.OnlyAnnotated {
-				q += ` AND EXISTS (SELECT 1 FROM annotations a WHERE a.trace_id = traces.id)`
-			}
-			q += ` ORDER BY idx LIMIT ` + p.add(int64(size))
-			page, err := s.queryTraces(ctx, q, p.args...)
+			q, args := s.iterPage(traceCols, datasetID, after, size, opt)
+			page, err := s.queryTraces(ctx, q, args...)
 			if err == nil {
 				err = s.loadMessages(ctx, page)
 			}
@@ -261,18 +269,9 @@ func (s *Store) IterTraceEvents(ctx context.Context, datasetID string, opt store
 	return func(yield func(*store.TraceEvents, error) bool) {
 		after := int64(-1)
 		for {
-			var p params
-			q := `SELECT ` + traceCols + `, (SELECT string_agg(m.data, ',' ORDER BY m.idx) FROM messages m WHERE m.trace_id = traces.id)` +
-				` FROM traces WHERE dataset_id = ` + p.add(datasetID) + ` AND idx > ` + p.add(after)
-			if opt.IDs != nil {
-				p.add(s.b.ListArg(opt.IDs))
-				q += ` AND ` + s.b.In("id", p.n())
-			}
-			if opt.OnlyAnnotated {
-				q += ` AND EXISTS (SELECT 1 FROM annotations a WHERE a.trace_id = traces.id)`
-			}
-			q += ` ORDER BY idx LIMIT ` + p.add(int64(size))
-			page, err := s.queryTraceEvents(ctx, q, p.args...)
+			q, args := s.iterPage(traceCols+`, (SELECT string_agg(m.data, ',' ORDER BY m.idx) FROM messages m WHERE m.trace_id = traces.id)`,
+				datasetID, after, size, opt)
+			page, err := s.queryTraceEvents(ctx, q, args...)
 			if err != nil {
 				yield(nil, fmt.Errorf("read dataset %s: %w", datasetID, err))
 				return
