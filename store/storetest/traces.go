@@ -709,7 +709,9 @@ func testIterTraceEvents(t *testing.T, s store.Store) {
 	}
 	collect := func(opt store.IterOptions) []string {
 		var got []string
+		var all []*store.TraceEvents
 		for te, err := range s.IterTraceEvents(ctx, ds, opt) {
+			all = append(all, te)
 			must(t, err)
 			if te.Trace.Messages != nil || te.Trace.Annotations != nil || te.Trace.MessageCount != strings.Count(string(te.Events), `"role"`) {
 				t.Errorf("trace %s: messages %v, annotations %v, count %d", te.Trace.ID, te.Trace.Messages, te.Trace.Annotations, te.Trace.MessageCount)
@@ -717,6 +719,8 @@ func testIterTraceEvents(t *testing.T, s store.Store) {
 			if !json.Valid(te.Events) {
 				t.Errorf("trace %s: events not JSON: %s", te.Trace.ID, te.Events)
 			}
+		}
+		for _, te := range all { // after the sequence: no buffer is reused
 			got = append(got, fmt.Sprintf("%d %s %s %s", te.Trace.Index, te.Trace.ID, te.Trace.Metadata, te.Events))
 		}
 		return got

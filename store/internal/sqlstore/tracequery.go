@@ -269,7 +269,7 @@ func (s *Store) IterTraceEvents(ctx context.Context, datasetID string, opt store
 	return func(yield func(*store.TraceEvents, error) bool) {
 		after := int64(-1)
 		for {
-			q, args := s.iterPage(traceCols+`, (SELECT string_agg(m.data, ',' ORDER BY m.idx) FROM messages m WHERE m.trace_id = traces.id)`,
+			q, args := s.iterPage(traceCols+`, '[' || coalesce((SELECT string_agg(m.data, ',' ORDER BY m.idx) FROM messages m WHERE m.trace_id = traces.id), '') || ']'`,
 				datasetID, after, size, opt)
 			page, err := s.queryTraceEvents(ctx, q, args...)
 			if err != nil {
@@ -306,9 +306,7 @@ func (s *Store) queryTraceEvents(ctx context.Context, q string, args ...any) ([]
 		if err != nil {
 			return nil, fmt.Errorf("list trace events: %w", err)
 		}
-		b := make([]byte, 0, len(events)+2)
-		b = append(append(append(b, '['), events...), ']')
-		out = append(out, &store.TraceEvents{Trace: t, Events: b})
+		out = append(out, &store.TraceEvents{Trace: t, Events: events}) // the driver's copy, ours to keep
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list trace events: %w", err)
