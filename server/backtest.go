@@ -173,6 +173,8 @@ func (s *Server) backtestRule(ctx context.Context, d *store.Dataset, ref backtes
 	switch {
 	case ref.Policy != nil && ref.PolicyID != "":
 		return nil, badRequest("%s: give either policy or policy_id (with version), not both", field)
+	case ref.PolicyID == "" && ref.Version != 0:
+		return nil, badRequest("%s: version is the version of policy_id, which is missing", field)
 	case ref.Policy != nil:
 		if strings.TrimSpace(*ref.Policy) == "" {
 			return nil, badRequest("%s: Policy content must be provided and non-empty", field)
@@ -280,7 +282,11 @@ func (bt *backtest) run(ctx context.Context, emit func(*backtestOutcome) error, 
 	go func() { // the reader: one page of traces at a time
 		defer close(jobs)
 		n := 0
-		for t, err := range bt.s.st.IterTraceEvents(ctx, bt.ds.ID, store.IterOptions{PageSize: backtestPageSize}) {
+		size := backtestPageSize
+		if bt.limit > 0 {
+			size = min(size, bt.limit)
+		}
+		for t, err := range bt.s.st.IterTraceEvents(ctx, bt.ds.ID, store.IterOptions{PageSize: size}) {
 			if err != nil {
 				if ctx.Err() == nil {
 					readErr = err

@@ -221,6 +221,7 @@ func TestBacktestBadInput(t *testing.T) {
 			{"no_policy", stream, `{"parameters": {}}`, 400, "invalid_request", "give policy"},
 			{"empty_policy", stream, `{"policy": "  "}`, 400, "invalid_request", "non-empty"},
 			{"both", stream, `{"policy": "raise \"x\" if:\n    (msg: Message)\n", "policy_id": "x"}`, 400, "invalid_request", "not both"},
+			{"version_alone", stream, `{"version": 2}`, 400, "invalid_request", "policy_id"},
 			{"query", stream, `{"policy": "raise \"x\" if:\n    (msg: Message)\n", "query": "is:annotated"}`, 400, "query_unsupported", "query"},
 			{"compare_on_stream", stream, `{"policy": "raise \"x\" if:\n    (msg: Message)\n", "compare_to": {"policy": "raise \"x\" if:\n    (msg: Message)\n"}}`, 400, "invalid_request", "compare_to"},
 			{"negative_limit", stream, `{"policy": "raise \"x\" if:\n    (msg: Message)\n", "limit": -1}`, 400, "invalid_request", "limit"},
@@ -295,6 +296,65 @@ func TestBacktestDisconnect(t *testing.T) {
 		got := <-ended
 		if n := got[0].(int); n >= 50 || got[1] == nil || !errors.Is(got[1].(error), context.Canceled) {
 			t.Errorf("after the disconnect the run analysed %d traces and ended with %v; want it cancelled early", n, got[1])
+		}
+	})
+}
+
+// TestBacktestGuardrailVersions: policy_id and version name a stored
+// guardrail version (0: the current one), on either side of a comparison;
+// a guardrail of another dataset is not found.
+func TestBacktestGuardrailVersions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		ds, _ := backtestDataset(t, ts)
+		ctx := t.Context()
+		d, err := ts.st.GetDataset(ctx, ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &store.Guardrail{DatasetID: ds, Name: "words", Content: btBaseline, Enabled: true, UpdatedBy: d.OwnerID}
+		if err := ts.st.CreateGuardrail(ctx, g, store.GuardrailCreated, ""); err != nil {
+			t.Fatal(err)
+		}
+		rule := btRule
+		if _, err := ts.st.UpdateGuardrail(ctx, g.ID, store.GuardrailUpdate{Content: &rule, AuthorID: d.OwnerID}); err != nil {
+			t.Fatal(err)
+		}
+		other := &store.Dataset{OwnerID: d.OwnerID, Name: "other"}
+		if err := ts.st.CreateDataset(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		og := &store.Guardrail{DatasetID: other.ID, Name: "elsewhere", Content: btRule, UpdatedBy: d.OwnerID}
+		if err := ts.st.CreateGuardrail(ctx, og, store.GuardrailCreated, ""); err != nil {
+			t.Fatal(err)
+		}
+		cases := []struct {
+			name                 string
+			req                  client.BacktestRequest
+			triggered, base, new int
+			code                 string
+		}{
+			{"v2_against_v1", client.BacktestRequest{PolicyID: g.ID, Version: 2, CompareTo: &client.BacktestRule{PolicyID: g.ID, Version: 1}}, 2, 2, 1, ""},
+			{"current_against_text", client.BacktestRequest{PolicyID: g.ID, CompareTo: &client.BacktestRule{Policy: btRule}}, 2, 2, 0, ""},
+			{"v1", client.BacktestRequest{PolicyID: g.ID, Version: 1}, 2, 0, 0, ""},
+			{"no_v3", client.BacktestRequest{PolicyID: g.ID, Version: 3}, 0, 0, 0, "not_found"},
+			{"other_dataset", client.BacktestRequest{PolicyID: og.ID}, 0, 0, 0, "not_found"},
+			{"other_dataset_baseline", client.BacktestRequest{Policy: btRule, CompareTo: &client.BacktestRule{PolicyID: og.ID, Version: 1}}, 0, 0, 0, "not_found"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				got, err := ts.c.BacktestCompare(ctx, ds, tc.req)
+				var ae *client.APIError
+				switch {
+				case tc.code != "":
+					if !errors.As(err, &ae) || ae.Code != tc.code {
+						t.Fatalf("error %v, want %s", err, tc.code)
+					}
+				case err != nil:
+					t.Fatal(err)
+				case got.Summary.NumTriggered != tc.triggered || got.Summary.BaselineTriggered != tc.base || got.Summary.NewlyTriggered != tc.new:
+					t.Errorf("summary %+v", got.Summary)
+				}
+			})
 		}
 	})
 }
