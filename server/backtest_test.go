@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -507,4 +508,52 @@ func TestCitations(t *testing.T) {
 func sha16(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])[:16]
+}
+
+// FuzzBacktestBody sends arbitrary bodies to both backtest endpoints of a
+// real handler: each answer is a 200 or a 4xx with the JSON error shape,
+// never a 5xx or a panic.
+func FuzzBacktestBody(f *testing.F) {
+	for _, s := range []string{
+		`{"policy": ` + jsonString(btRule) + `}`,
+		`{"policy": ` + jsonString(btRule) + `, "compare_to": {"policy": ` + jsonString(btBaseline) + `}, "limit": 2, "max_concurrent": 1}`,
+		`{"policy": "raise \"p\" if:\n    (msg: Message)\n    input.needle in msg.content\n", "parameters": {"needle": ["x", 1, null]}}`,
+		`{"policy_id": "x", "version": 1}`, `{"policy": null}`, `{"parameters": 3}`, `{"limit": 1e99}`, `[]`, `{`, `""`,
+		`{"policy": "raise \"x\" if:\n    (msg: Message)\n", "query": "is:annotated", "store": true}`,
+	} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	ts := newTestServer(f, openSQLite(f))
+	req := client.PushRequest{Dataset: "bt"}
+	for _, c := range []string{"fine", "bad"} {
+		req.Messages = append(req.Messages, []any{map[string]any{"role": "user", "content": c}})
+	}
+	if _, err := ts.c.Push(context.Background(), req); err != nil {
+		f.Fatal(err)
+	}
+	d, err := ts.c.GetDatasetByName(context.Background(), "admin", "bt")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, compare bool) {
+		path := "/api/v1/dataset/byid/" + d.ID + "/policy-check"
+		if !compare {
+			path += "/stream"
+		}
+		req := httptest.NewRequest("POST", path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		w := httptest.NewRecorder()
+		ts.srv.ServeHTTP(w, req)
+		switch {
+		case w.Code == 200:
+		case w.Code >= 400 && w.Code < 500:
+			var e struct{ Detail, Code string }
+			if json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Detail == "" || e.Code == "" {
+				t.Fatalf("%d %q for %q", w.Code, w.Body, body)
+			}
+		default:
+			t.Fatalf("%d %q for %q", w.Code, w.Body, body)
+		}
+	})
 }
