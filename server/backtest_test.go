@@ -386,6 +386,40 @@ func TestBacktestPanic(t *testing.T) {
 	}
 }
 
+// TestBacktestClientStops: an error from the client's frame callback ends
+// Backtest with that error, and the server's run is cancelled.
+func TestBacktestClientStops(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	if _, err := ts.c.Push(t.Context(), pushBatch("many", 40, 3)); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ts.c.GetDatasetByName(t.Context(), "admin", "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	backtestHooks.beforeTrace = func(ctx context.Context, index int64) {
+		if index >= 2 {
+			<-ctx.Done() // the later traces wait for the cancellation
+		}
+	}
+	backtestHooks.done = func(_ int, err error) { ended <- err }
+	t.Cleanup(func() { backtestHooks.beforeTrace, backtestHooks.done = nil, nil })
+	stop := errors.New("seen enough")
+	_, err = ts.c.Backtest(t.Context(), d.ID, client.BacktestRequest{Policy: btRule, MaxConcurrent: 2}, func(f *client.BacktestFrame) error {
+		if f.TraceID != "" {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) {
+		t.Errorf("Backtest = %v, want the callback's error", err)
+	}
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Errorf("the server's run ended with %v, want it cancelled", err)
+	}
+}
+
 // TestBacktestStoreFindings: store:true files each violation as a
 // finding once; a rerun updates the same findings.
 func TestBacktestStoreFindings(t *testing.T) {
