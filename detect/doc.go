@@ -15,14 +15,17 @@
 // Secrets (secrets): the reference's four types first — GITHUB_TOKEN,
 // AWS_ACCESS_KEY, AZURE_STORAGE_KEY, SLACK_TOKEN, with the reference's
 // patterns — then the 217 content rules of gitleaks' default
-// configuration (v8.30.1, 222 rules, embedded from rules/gitleaks.toml,
-// MIT licence in rules/LICENSE.gitleaks), named by rule id
+// configuration (v8.30.1, 222 rules, rules/gitleaks.toml compiled into
+// the Go table secrets_table.go; MIT licence in rules/LICENSE.gitleaks),
+// named by rule id
 // (gitlab-pat → GITLAB_PAT), with gitleaks' entropy thresholds,
 // allowlists, stopwords and "gitleaks:allow" comments. One
 // Aho-Corasick pass over the text finds every rule keyword; only rules
 // whose keywords occur run, only in windows around the occurrences
 // (window.go), and for gitleaks' "keyword = secret" rules only where the
-// rest of the rule, anchored at the keyword, can match. A differential
+// rest of the rule, anchored at the keyword, can match. A rule's
+// regexes compile the first time its keywords occur in a text, so a
+// process pays only for the rules its texts trigger. A differential
 // fuzz test checks this against whole-text search, and gitleaks' own
 // literal examples are a regression test (89 true positives found, 291
 // false positives not reported). Misses: the 5 gitleaks rules restricted to file paths
@@ -40,8 +43,22 @@
 // dotted, SSA rules), URL (http://, https://, www.), CRYPTO (Bitcoin
 // base58check and bech32/bech32m). Overlaps resolve by type (e-mail over
 // URL over card …). Misses: bare domains as URLs, phone numbers written
-// without separators or country code, names and places (PERSON and
-// LOCATION need an EntityRecognizer, i.e. a model). Text made mostly of
+// without separators or country code. PERSON and LOCATION (names.go,
+// OfflineNames): runs of capitalised words looked up in an embedded
+// gazetteer (detect/internal/gazetteer: given names and surnames of 70+
+// locales, countries in 78 languages, GeoNames cities of 1,000+
+// inhabitants, first-level regions), decided by context: titles,
+// greetings, sign-offs, "my name is", name and location keys in JSON or
+// forms, prepositions of place, ", Country" after a city, street-address
+// shapes; against: ordinary English words (SCOWL), sentence-initial
+// capitals, months and weekdays, product names, code identifiers,
+// organisation suffixes, all-capital words. On the labelled corpus in
+// testdata/pii-corpus: text-level F1 0.99 (PERSON) and 0.98 (LOCATION),
+// against 0.88 and 0.92 for the compromise NLP library. Misses: names in
+// lower case, single unknown names without a cue, inflected forms
+// (Russian "Москву"), names inside CJK text without spaces, small towns
+// without a place cue, exonyms GeoNames lacks ("Bangalore"). An
+// installed EntityRecognizer (a model) replaces it. Text made mostly of
 // digits and single spaces or dots (number tables) scans at a few MB/s,
 // against hundreds of MB/s for prose and code.
 //
@@ -95,7 +112,9 @@
 //
 // Moderator (moderated, <MODERATED>), Embedder (is_similar,
 // embedding_similarity), Completer (llm, llm_confirm, the fuzzy_contains
-// fallback), EntityRecognizer (PERSON, LOCATION) and InjectionClassifier
+// fallback), EntityRecognizer (PERSON, LOCATION and entity types PII
+// does not know; without one, OfflineNames answers PERSON and LOCATION)
+// and InjectionClassifier
 // are installed with SetProviders or Configure. HTTPProvider implements
 // all of them on /v1/moderations, /v1/embeddings and /v1/chat/completions
 // of an OpenAI-compatible server configured by detectors.base_url,

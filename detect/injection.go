@@ -2,10 +2,12 @@ package detect
 
 import (
 	"encoding/base64"
-	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 )
 
 // Prompt-injection signal kinds (the Type of the matches
@@ -28,7 +30,7 @@ const (
 type injectionRule struct {
 	kind   string
 	weight float64
-	re     *regexp.Regexp
+	re     *lazyregexp.Regexp
 	// triggers: a match contains one of these (lower case), so the regex
 	// runs only on the lines that contain one.
 	triggers []string
@@ -39,42 +41,42 @@ type injectionRule struct {
 // injectionRules run on a normalised copy of the text (lower case,
 // invisible characters removed, whitespace runs collapsed).
 var injectionRules = []injectionRule{
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignore|disregard|forget|skip|bypass|override|neglect|do not follow|don't follow|stop following|pay no attention to)\b[^.\n]{0,40}?\b(?:previous|prior|above|preceding|earlier|former|initial|original|all|any|your|the)\b[^.\n]{0,30}?\b(?:instructions?|prompts?|rules|directions|guidelines|commands|directives|constraints|programming|system prompt)\b`), []string{"ignore", "disregard", "forget", "skip", "bypass", "override", "neglect", "do not follow", "don't follow", "stop following", "pay no attention"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:forget|disregard) (?:everything|all) (?:you were|you've been|you have been|i) (?:told|said|given)`), []string{"forget", "disregard"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignorier(?:e|en sie|t)?|vergiss|vergessen sie)\s+(?:alle\s+)?(?:vorherigen|bisherigen|obigen|vorigen|deine|ihre)\s+(?:anweisungen|instruktionen|befehle|regeln)`), []string{"ignorier", "vergiss", "vergessen"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignore[zr]?|oublie[zr]?)\s+(?:toutes\s+)?(?:les\s+|tes\s+|vos\s+)?(?:instructions|consignes|règles)(?:\s+(?:précédentes|antérieures|ci-dessus))?`), []string{"ignore", "oubli"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignora(?:r)?|olvida(?:r)?)\s+(?:todas\s+)?(?:las\s+|tus\s+)?instrucciones(?:\s+(?:anteriores|previas))?`), []string{"ignora", "olvida"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignora|dimentica)\s+(?:tutte\s+)?(?:le\s+)?istruzioni\s+(?:precedenti|sopra)`), []string{"ignora", "dimentica"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`\b(?:ignor[ea]|esqueça)\s+(?:todas\s+)?(?:as\s+)?instruções\s+(?:anteriores|acima)`), []string{"ignor", "esqueça"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`\bnegeer\s+(?:alle\s+)?(?:vorige|eerdere|voorgaande)\s+instructies`), []string{"negeer"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`\bzignoruj\s+(?:wszystkie\s+)?(?:poprzednie\s+)?instrukcje`), []string{"zignoruj"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`önceki\s+(?:tüm\s+)?talimatları\s+(?:yok\s+say|görmezden\s+gel)`), []string{"talimatları"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`(?:игнорируй(?:те)?|забудь(?:те)?)\s+(?:все\s+)?(?:предыдущие\s+)?(?:инструкции|указания)`), []string{"игнорир", "забуд"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`(?:忽略|无视|忽视|忘记)(?:之前|以上|上面|先前|前面)?(?:的)?(?:所有)?(?:指令|指示|说明|规则|提示)`), []string{"忽略", "无视", "忽视", "忘记"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`(?:以前|前|上記)の(?:すべての)?(?:指示|命令|指令)を(?:無視|忘れ)`), []string{"無視", "忘れ"}, false},
-	{SignalOverride, 0.95, regexp.MustCompile(`(?:이전|위의|앞의)\s*(?:모든\s*)?(?:지시|지침|명령)(?:을|를|사항을)?\s*무시`), []string{"무시"}, false},
-	{SignalPersona, 0.95, regexp.MustCompile(`\byou are (?:now|going to)\b[^.\n]{0,40}?\b(?:dan|unrestricted|jailbroken|unfiltered|free of|no longer bound|without (?:any )?(?:restrictions|limits|filters|rules))`), []string{"you are now", "you are going to"}, false},
-	{SignalPersona, 0.9, regexp.MustCompile(`\b(?:do anything now|developer mode (?:enabled|on|activated)|jailbreak(?:ed)? mode|you are jailbroken)\b`), []string{"do anything now", "developer mode", "jailbreak", "you are jailbroken"}, false},
-	{SignalPersona, 0.9, regexp.MustCompile(`\b(?:pretend|act|behave)\b[^.\n]{0,20}?\b(?:to be|as if|as though|like|as)\b[^.\n]{0,40}?\b(?:no|without|any) (?:restrictions|rules|filters|guidelines|limits)`), []string{"pretend", "act", "behave"}, false},
-	{SignalPersona, 0.9, regexp.MustCompile(`\b(?:act as|become|you are now) an? (?:unfiltered|unrestricted|uncensored) (?:ai|model|assistant|chatbot)`), []string{"unfiltered", "unrestricted", "uncensored"}, false},
-	{SignalLeak, 0.9, regexp.MustCompile(`\b(?:reveal|print|show|output|repeat|leak|display|tell me|give me)\b[^.\n]{0,30}?\b(?:your|the)\b[^.\n]{0,20}?\b(?:system prompt|initial prompt|hidden instructions|instructions above|original instructions|secret instructions)`), []string{"system prompt", "initial prompt", "hidden instructions", "instructions above", "original instructions", "secret instructions"}, false},
-	{SignalLeak, 0.9, regexp.MustCompile(`\brepeat the (?:instructions|text|words) above\b`), []string{"repeat the"}, false},
-	{SignalRoleMarker, 0.9, regexp.MustCompile(`<\|(?:im_start|im_end|system|assistant|user|endoftext|begin_of_text|start_header_id|end_header_id|eot_id)\|>|\[/?inst\]|<</?sys>>`), []string{"<|", "[inst", "[/inst", "<<sys", "<</sys"}, false},
-	{SignalRoleMarker, 0.9, regexp.MustCompile(`\bbegin (?:system|admin|developer) (?:prompt|instructions)\b|\[system\]\(#`), []string{"begin system", "begin admin", "begin developer", "[system](#"}, false},
-	{SignalRoleMarker, 0.7, regexp.MustCompile(`</?(?:system|instructions?|admin|developer)>`), []string{"<system", "</system", "<instruction", "</instruction", "<admin", "</admin", "<developer", "</developer"}, false},
-	{SignalRoleMarker, 0.5, regexp.MustCompile(`(?m)^\s*(?:###\s*)?(?:system|developer)\s*(?:message|prompt|override)?\s*:\s*(?:the|you|ignore|new|all|reveal)`), []string{"system", "developer"}, false},
-	{SignalRoleMarker, 0.5, regexp.MustCompile(`\b(?:new|updated|revised) (?:instructions|rules|task|policy)\s*:`), []string{"new", "updated", "revised"}, false},
-	{SignalHidden, 0.7, regexp.MustCompile(`<!--[^>]{0,300}?\b(?:ignore|instructions?|assistant|ai|you must|do not tell|recommend)\b[^>]{0,300}?-->`), []string{"<!--"}, true},
-	{SignalAddressed, 0.7, regexp.MustCompile(`\b(?:ai|assistant|agent|model|chatgpt|claude|llm|chatbot)\b[^.\n]{0,25}?(?:,|:)\s*(?:please\s+|kindly\s+)?(?:ignore|forward|send|email|delete|execute|run|call|transfer|disregard|you must)\b`), []string{"ai", "assistant", "agent", "model", "chatgpt", "claude", "llm", "chatbot"}, false},
-	{SignalAddressed, 0.7, regexp.MustCompile(`\b(?:note to|attention|if you are) (?:the |an? )?(?:ai|assistant|agent|llm|language model|ai model)\b`), []string{"note to", "attention", "if you are"}, false},
-	{SignalAddressed, 0.5, regexp.MustCompile(`\b(?:important|attention|urgent)\b[^\n]{0,80}?\b(?:ai|assistant|agent|model)\b[^\n]{0,40}?\b(?:must|should|need to|have to)\b`), []string{"important", "attention", "urgent"}, false},
-	{SignalAddressed, 0.6, regexp.MustCompile(`\b(?:before|instead of|when|while) (?:answering|replying|summari[sz]ing|responding|reading)\b[^.\n]{0,60}?\b(?:send|include|call|override|ignore|email)\b`), []string{"answering", "replying", "summarizing", "summarising", "responding", "reading"}, false},
-	{SignalExfiltration, 0.75, regexp.MustCompile(`\b(?:send|forward|email|post|upload|exfiltrate|transfer|leak)\b[^.\n]{0,60}?\b(?:password|credentials|api key|secret|token|private key|ssh key|inbox|conversation|chat history|emails|(?:all|every|each) (?:the )?(?:files|data|emails?|messages?|documents?))\b[^.\n]{0,60}?(?:https?://|[\w.-]+@[\w.-]+\.\w|attacker|evil)`), []string{"send", "forward", "email", "post", "upload", "exfiltrate", "transfer", "leak"}, false},
-	{SignalExfiltration, 0.9, regexp.MustCompile(`!\[[^\]]{0,100}\]\(https?://[^)\s]{1,200}\?[^)\s]{0,200}(?:\{|\$\{|%7b)`), []string{"!["}, false},
-	{SignalExfiltration, 0.6, regexp.MustCompile(`!\[[^\]]{0,100}\]\(https?://[^)\s]{1,200}\?[^)\s]{0,200}(?:data|q|d|info)=`), []string{"!["}, false},
-	{SignalExfiltration, 0.5, regexp.MustCompile(`\b(?:rm -rf /|curl [^\s|]+ ?\| ?(?:ba)?sh|cat ~/\.ssh/|id_rsa\b|\.ssh/id_)`), []string{"rm -rf", "curl", ".ssh", "id_rsa"}, false},
-	{SignalDecodeAndDo, 0.9, regexp.MustCompile(`\bdecode\b[^\n]{0,40}?\b(?:base64|rot13|hex|base32)\b[^\n]{0,60}?\b(?:follow|execute|run|obey|do what it says|comply|instructions)\b`), []string{"decode"}, false},
-	{SignalDecodeAndDo, 0.9, regexp.MustCompile(`\b(?:base64|rot13|hex)\b[^\n]{0,30}?\b(?:text|string|payload|message)?[^\n]{0,30}?\band (?:follow|execute|obey) (?:it|them|the instructions|what it says)`), []string{"and follow", "and execute", "and obey"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`\b(?:ignore|disregard|forget|skip|bypass|override|neglect|do not follow|don't follow|stop following|pay no attention to)\b[^.\n]{0,40}?\b(?:previous|prior|above|preceding|earlier|former|initial|original|all|any|your|the)\b[^.\n]{0,30}?\b(?:instructions?|prompts?|rules|directions|guidelines|commands|directives|constraints|programming|system prompt)\b`), []string{"ignore", "disregard", "forget", "skip", "bypass", "override", "neglect", "do not follow", "don't follow", "stop following", "pay no attention"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`\b(?:forget|disregard) (?:everything|all) (?:you were|you've been|you have been|i) (?:told|said|given)`), []string{"forget", "disregard"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`\b(?:ignorier(?:e|en sie|t)?|vergiss|vergessen sie)\s+(?:alle\s+)?(?:vorherigen|bisherigen|obigen|vorigen|deine|ihre)\s+(?:anweisungen|instruktionen|befehle|regeln)`), []string{"ignorier", "vergiss", "vergessen"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`\b(?:ignore[zr]?|oublie[zr]?)\s+(?:toutes\s+)?(?:les\s+|tes\s+|vos\s+)?(?:instructions|consignes|règles)(?:\s+(?:précédentes|antérieures|ci-dessus))?`), []string{"ignore", "oubli"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`\b(?:ignora(?:r)?|olvida(?:r)?)\s+(?:todas\s+)?(?:las\s+|tus\s+)?instrucciones(?:\s+(?:anteriores|previas))?`), []string{"ignora", "olvida"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`\b(?:ignora|dimentica)\s+(?:tutte\s+)?(?:le\s+)?istruzioni\s+(?:precedenti|sopra)`), []string{"ignora", "dimentica"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`\b(?:ignor[ea]|esqueça)\s+(?:todas\s+)?(?:as\s+)?instruções\s+(?:anteriores|acima)`), []string{"ignor", "esqueça"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`\bnegeer\s+(?:alle\s+)?(?:vorige|eerdere|voorgaande)\s+instructies`), []string{"negeer"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`\bzignoruj\s+(?:wszystkie\s+)?(?:poprzednie\s+)?instrukcje`), []string{"zignoruj"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`önceki\s+(?:tüm\s+)?talimatları\s+(?:yok\s+say|görmezden\s+gel)`), []string{"talimatları"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`(?:игнорируй(?:те)?|забудь(?:те)?)\s+(?:все\s+)?(?:предыдущие\s+)?(?:инструкции|указания)`), []string{"игнорир", "забуд"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`(?:忽略|无视|忽视|忘记)(?:之前|以上|上面|先前|前面)?(?:的)?(?:所有)?(?:指令|指示|说明|规则|提示)`), []string{"忽略", "无视", "忽视", "忘记"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`(?:以前|前|上記)の(?:すべての)?(?:指示|命令|指令)を(?:無視|忘れ)`), []string{"無視", "忘れ"}, false},
+	{SignalOverride, 0.95, lazyregexp.New(`(?:이전|위의|앞의)\s*(?:모든\s*)?(?:지시|지침|명령)(?:을|를|사항을)?\s*무시`), []string{"무시"}, false},
+	{SignalPersona, 0.95, lazyregexp.New(`\byou are (?:now|going to)\b[^.\n]{0,40}?\b(?:dan|unrestricted|jailbroken|unfiltered|free of|no longer bound|without (?:any )?(?:restrictions|limits|filters|rules))`), []string{"you are now", "you are going to"}, false},
+	{SignalPersona, 0.9, lazyregexp.New(`\b(?:do anything now|developer mode (?:enabled|on|activated)|jailbreak(?:ed)? mode|you are jailbroken)\b`), []string{"do anything now", "developer mode", "jailbreak", "you are jailbroken"}, false},
+	{SignalPersona, 0.9, lazyregexp.New(`\b(?:pretend|act|behave)\b[^.\n]{0,20}?\b(?:to be|as if|as though|like|as)\b[^.\n]{0,40}?\b(?:no|without|any) (?:restrictions|rules|filters|guidelines|limits)`), []string{"pretend", "act", "behave"}, false},
+	{SignalPersona, 0.9, lazyregexp.New(`\b(?:act as|become|you are now) an? (?:unfiltered|unrestricted|uncensored) (?:ai|model|assistant|chatbot)`), []string{"unfiltered", "unrestricted", "uncensored"}, false},
+	{SignalLeak, 0.9, lazyregexp.New(`\b(?:reveal|print|show|output|repeat|leak|display|tell me|give me)\b[^.\n]{0,30}?\b(?:your|the)\b[^.\n]{0,20}?\b(?:system prompt|initial prompt|hidden instructions|instructions above|original instructions|secret instructions)`), []string{"system prompt", "initial prompt", "hidden instructions", "instructions above", "original instructions", "secret instructions"}, false},
+	{SignalLeak, 0.9, lazyregexp.New(`\brepeat the (?:instructions|text|words) above\b`), []string{"repeat the"}, false},
+	{SignalRoleMarker, 0.9, lazyregexp.New(`<\|(?:im_start|im_end|system|assistant|user|endoftext|begin_of_text|start_header_id|end_header_id|eot_id)\|>|\[/?inst\]|<</?sys>>`), []string{"<|", "[inst", "[/inst", "<<sys", "<</sys"}, false},
+	{SignalRoleMarker, 0.9, lazyregexp.New(`\bbegin (?:system|admin|developer) (?:prompt|instructions)\b|\[system\]\(#`), []string{"begin system", "begin admin", "begin developer", "[system](#"}, false},
+	{SignalRoleMarker, 0.7, lazyregexp.New(`</?(?:system|instructions?|admin|developer)>`), []string{"<system", "</system", "<instruction", "</instruction", "<admin", "</admin", "<developer", "</developer"}, false},
+	{SignalRoleMarker, 0.5, lazyregexp.New(`(?m)^\s*(?:###\s*)?(?:system|developer)\s*(?:message|prompt|override)?\s*:\s*(?:the|you|ignore|new|all|reveal)`), []string{"system", "developer"}, false},
+	{SignalRoleMarker, 0.5, lazyregexp.New(`\b(?:new|updated|revised) (?:instructions|rules|task|policy)\s*:`), []string{"new", "updated", "revised"}, false},
+	{SignalHidden, 0.7, lazyregexp.New(`<!--[^>]{0,300}?\b(?:ignore|instructions?|assistant|ai|you must|do not tell|recommend)\b[^>]{0,300}?-->`), []string{"<!--"}, true},
+	{SignalAddressed, 0.7, lazyregexp.New(`\b(?:ai|assistant|agent|model|chatgpt|claude|llm|chatbot)\b[^.\n]{0,25}?(?:,|:)\s*(?:please\s+|kindly\s+)?(?:ignore|forward|send|email|delete|execute|run|call|transfer|disregard|you must)\b`), []string{"ai", "assistant", "agent", "model", "chatgpt", "claude", "llm", "chatbot"}, false},
+	{SignalAddressed, 0.7, lazyregexp.New(`\b(?:note to|attention|if you are) (?:the |an? )?(?:ai|assistant|agent|llm|language model|ai model)\b`), []string{"note to", "attention", "if you are"}, false},
+	{SignalAddressed, 0.5, lazyregexp.New(`\b(?:important|attention|urgent)\b[^\n]{0,80}?\b(?:ai|assistant|agent|model)\b[^\n]{0,40}?\b(?:must|should|need to|have to)\b`), []string{"important", "attention", "urgent"}, false},
+	{SignalAddressed, 0.6, lazyregexp.New(`\b(?:before|instead of|when|while) (?:answering|replying|summari[sz]ing|responding|reading)\b[^.\n]{0,60}?\b(?:send|include|call|override|ignore|email)\b`), []string{"answering", "replying", "summarizing", "summarising", "responding", "reading"}, false},
+	{SignalExfiltration, 0.75, lazyregexp.New(`\b(?:send|forward|email|post|upload|exfiltrate|transfer|leak)\b[^.\n]{0,60}?\b(?:password|credentials|api key|secret|token|private key|ssh key|inbox|conversation|chat history|emails|(?:all|every|each) (?:the )?(?:files|data|emails?|messages?|documents?))\b[^.\n]{0,60}?(?:https?://|[\w.-]+@[\w.-]+\.\w|attacker|evil)`), []string{"send", "forward", "email", "post", "upload", "exfiltrate", "transfer", "leak"}, false},
+	{SignalExfiltration, 0.9, lazyregexp.New(`!\[[^\]]{0,100}\]\(https?://[^)\s]{1,200}\?[^)\s]{0,200}(?:\{|\$\{|%7b)`), []string{"!["}, false},
+	{SignalExfiltration, 0.6, lazyregexp.New(`!\[[^\]]{0,100}\]\(https?://[^)\s]{1,200}\?[^)\s]{0,200}(?:data|q|d|info)=`), []string{"!["}, false},
+	{SignalExfiltration, 0.5, lazyregexp.New(`\b(?:rm -rf /|curl [^\s|]+ ?\| ?(?:ba)?sh|cat ~/\.ssh/|id_rsa\b|\.ssh/id_)`), []string{"rm -rf", "curl", ".ssh", "id_rsa"}, false},
+	{SignalDecodeAndDo, 0.9, lazyregexp.New(`\bdecode\b[^\n]{0,40}?\b(?:base64|rot13|hex|base32)\b[^\n]{0,60}?\b(?:follow|execute|run|obey|do what it says|comply|instructions)\b`), []string{"decode"}, false},
+	{SignalDecodeAndDo, 0.9, lazyregexp.New(`\b(?:base64|rot13|hex)\b[^\n]{0,30}?\b(?:text|string|payload|message)?[^\n]{0,30}?\band (?:follow|execute|obey) (?:it|them|the instructions|what it says)`), []string{"and follow", "and execute", "and obey"}, false},
 }
 
 // wholeWordTriggers must end at a word boundary to count (they are short
@@ -87,9 +89,10 @@ var wholeWordTriggers = map[string]bool{"ai": true, "act": true, "post": true, "
 
 func isASCIILetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-// injectionKW finds every rule's triggers in one pass; injectionKWRules
-// maps a trigger to the rules it gates.
-var injectionKW, injectionKWRules = func() (*keywordSet, [][]int) {
+// injectionKeywords returns the automaton that finds every rule's
+// triggers in one pass and, per trigger, the rules it gates. It is built
+// on first use.
+var injectionKeywords = sync.OnceValues(func() (*keywordSet, [][]int) {
 	var words []string
 	var rules [][]int
 	index := map[string]int{}
@@ -106,7 +109,7 @@ var injectionKW, injectionKWRules = func() (*keywordSet, [][]int) {
 		}
 	}
 	return newKeywordSet(words), rules
-}()
+})
 
 // PromptInjectionScore is the result of the offline heuristic.
 type PromptInjectionScore struct {
@@ -299,6 +302,7 @@ func base64Payloads(text string) []b64Payload {
 // lines that contain one of its triggers.
 func findInjectionRules(ns string) [][]int {
 	out := make([][]int, len(injectionRules))
+	injectionKW, injectionKWRules := injectionKeywords()
 	hits := injectionKW.scan(ns, nil)
 	if len(hits) == 0 {
 		return out

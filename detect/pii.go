@@ -1,9 +1,9 @@
 package detect
 
 import (
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"net/netip"
-	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -19,15 +19,19 @@ const (
 	EntitySSN        = "US_SSN"
 	EntityURL        = "URL"
 	EntityCrypto     = "CRYPTO"
-	// EntityPerson and EntityLocation need a model (EntityRecognizer).
+	// EntityPerson and EntityLocation come from the offline name and
+	// place recogniser (OfflineNames), or from an installed
+	// EntityRecognizer (a model) when there is one.
 	EntityPerson   = "PERSON"
 	EntityLocation = "LOCATION"
 )
 
-// OfflineEntities are the entity types PII finds without a model.
-var OfflineEntities = []string{EntityEmail, EntityPhone, EntityCreditCard, EntityIBAN, EntityIP, EntitySSN, EntityURL, EntityCrypto}
+// OfflineEntities are the entity types PII finds without a model: every
+// built-in type.
+var OfflineEntities = []string{EntityEmail, EntityPhone, EntityCreditCard, EntityIBAN, EntityIP, EntitySSN, EntityURL, EntityCrypto, EntityPerson, EntityLocation}
 
-// ModelEntities are the entity types that need an EntityRecognizer.
+// ModelEntities are the entity types an installed EntityRecognizer
+// answers instead of the offline recogniser.
 var ModelEntities = []string{EntityPerson, EntityLocation}
 
 // piiPriority orders types when findings overlap: the earlier type wins
@@ -35,14 +39,16 @@ var ModelEntities = []string{EntityPerson, EntityLocation}
 // also a URL).
 var piiPriority = map[string]int{
 	EntityEmail: 0, EntityURL: 1, EntityCreditCard: 2, EntityIBAN: 3, EntityCrypto: 4,
-	EntitySSN: 5, EntityIP: 6, EntityPhone: 7,
+	EntitySSN: 5, EntityIP: 6, EntityPhone: 7, EntityLocation: 8, EntityPerson: 9,
 }
 
-// PII runs the offline recognisers over text and returns their findings
-// restricted to entities (all offline types when nil), ordered by start,
-// overlaps resolved by type priority. Offsets are code points. Every
-// finding passed its validation (checksum, ranges), so its Score is above
-// 0.5; findings a validator rejects are not reported.
+// PII runs the offline recognisers over text in one pass and returns their
+// findings restricted to entities (all offline types, PERSON and LOCATION
+// included, when nil), ordered by start, overlaps resolved by type
+// priority. Offsets are code points. Every finding passed its validation
+// (checksum, ranges, context rules), so its Score is above 0.5; findings
+// a validator rejects are not reported. The name and place tables load on
+// the first call that asks for PERSON or LOCATION.
 func PII(text string, entities []string) []Match {
 	want := func(string) bool { return true }
 	if entities != nil {
@@ -58,6 +64,8 @@ func PII(text string, entities []string) []Match {
 			ms = append(ms, Match{Type: typ, Start: start, End: end, Score: score})
 		}
 	}
+	person, place := want(EntityPerson), want(EntityLocation)
+	names := person || place
 	n := len(text)
 	for i := 0; i < n; i++ {
 		c := text[i]
@@ -98,7 +106,28 @@ func PII(text string, entities []string) []Match {
 				if e, ok := scanIBAN(text, i); ok {
 					add(EntityIBAN, i, e, 1)
 					i = e - 1
+					continue
 				}
+			}
+			if names && tokenStart(text, i) {
+				i = scanNames(text, i, person, place, add) - 1
+			}
+		case c >= 0xC0:
+			// The first byte of a non-ASCII character: a capital starts a
+			// run of names; a letter of a script without case is looked
+			// up as a word.
+			if !names || !tokenStart(text, i) {
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(text[i:])
+			switch {
+			case unicode.IsUpper(r) || unicode.IsTitle(r):
+				i = scanNames(text, i, person, place, add) - 1
+			case caselessLetter(r):
+				i = scanCaseless(text, i, person, place, add) - 1
+			case unicode.IsLetter(r):
+				// A lower-case word: skip it whole.
+				i = max(wordEnd(text, i), i+size) - 1
 			}
 		case c == 'b' || c == 'B':
 			if i+3 < n && (text[i+1] == 'c' || text[i+1] == 'C') && text[i+2] == '1' && tokenStart(text, i) {
@@ -121,26 +150,50 @@ func resolvePII(text string, ms []Match) []Match {
 	if len(ms) == 0 {
 		return nil
 	}
-	sort.SliceStable(ms, func(i, j int) bool {
-		if pi, pj := piiPriority[ms[i].Type], piiPriority[ms[j].Type]; pi != pj {
-			return pi < pj
-		}
-		return ms[i].Start < ms[j].Start
-	})
-	var kept []Match
-	for _, m := range ms {
-		ok := true
-		for _, k := range kept {
-			if m.Start < k.End && k.Start < m.End {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			kept = append(kept, m)
-		}
+	if len(ms) == 1 {
+		byteMatchesToRunes(text, ms)
+		return ms
 	}
-	sort.SliceStable(kept, func(i, j int) bool { return kept[i].Start < kept[j].Start })
+	// Sort by priority, then start; the priority of each finding is looked
+	// up once, not in every comparison.
+	type ranked struct {
+		pri int
+		m   Match
+	}
+	rs := make([]ranked, len(ms))
+	for i, m := range ms {
+		rs[i] = ranked{piiPriority[m.Type], m}
+	}
+	slices.SortStableFunc(rs, func(a, b ranked) int {
+		if a.pri != b.pri {
+			return a.pri - b.pri
+		}
+		return a.m.Start - b.m.Start
+	})
+	for i := range rs {
+		ms[i] = rs[i].m
+	}
+	// Bytes taken by a kept finding, one bit each: checking a candidate
+	// against every kept finding was quadratic (a text of 20,000 names).
+	var taken []uint64
+	kept := ms[:0:0]
+	for _, m := range ms {
+		if need := m.End/64 + 1; need > len(taken) {
+			taken = append(taken, make([]uint64, need-len(taken))...)
+		}
+		ok := true
+		for b := m.Start; b < m.End && ok; b++ {
+			ok = taken[b/64]&(1<<(b%64)) == 0
+		}
+		if !ok {
+			continue
+		}
+		for b := m.Start; b < m.End; b++ {
+			taken[b/64] |= 1 << (b % 64)
+		}
+		kept = append(kept, m)
+	}
+	slices.SortStableFunc(kept, func(a, b Match) int { return a.Start - b.Start })
 	byteMatchesToRunes(text, kept)
 	return kept
 }
@@ -298,20 +351,35 @@ func numericRun(text string, i int) (e, end int) {
 }
 
 var (
-	cardRE  = regexp.MustCompile(`\d(?:[ -]?\d){12,18}`)
-	ssnRE   = regexp.MustCompile(`\d{3}-\d{2}-\d{4}|\d{3} \d{2} \d{4}|\d{3}\.\d{2}\.\d{4}`)
-	ipv4RE  = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
-	phoneRE = regexp.MustCompile(`\+\d{1,3}(?:[ .-]?\(?\d{1,5}\)?){1,6}|\(\d{3}\) ?\d{3}[ .-]\d{4}|\d{3}[.-]\d{3}[.-]\d{4}|\d{2,5}(?:[ ]\d{2,5}){2,4}`)
+	cardRE  = lazyregexp.New(`\d(?:[ -]?\d){12,18}`)
+	ssnRE   = lazyregexp.New(`\d{3}-\d{2}-\d{4}|\d{3} \d{2} \d{4}|\d{3}\.\d{2}\.\d{4}`)
+	ipv4RE  = lazyregexp.New(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
+	phoneRE = lazyregexp.New(`\+\d{1,3}(?:[ .-]?\(?\d{1,5}\)?){1,6}|\(\d{3}\) ?\d{3}[ .-]\d{4}|\d{3}[.-]\d{3}[.-]\d{4}|\d{2,5}(?:[ ]\d{2,5}){2,4}`)
 )
 
 // scanNumeric runs the numeric recognisers on the run [s, e).
 func scanNumeric(text string, s, e int, add func(string, int, int, float64)) {
 	run := text[s:e]
+	// Shape prefilter: each recogniser needs a number of digits (a card
+	// 13, an SSN 9, a phone number 8) or dots (IPv4 3); most runs (years,
+	// amounts, order numbers) have too few for any of them.
+	digits, dots := 0, 0
+	for i := 0; i < len(run); i++ {
+		switch {
+		case isDigit(run[i]):
+			digits++
+		case run[i] == '.':
+			dots++
+		}
+	}
+	if digits < 8 && (digits < 4 || dots < 3) {
+		return
+	}
 	bounded := func(a, b int) bool {
 		return tokenStart(text, s+a) && tokenEnd(text, s+b) &&
 			!(s+b+1 < len(text) && (text[s+b] == '.' || text[s+b] == '-') && isDigit(text[s+b+1]))
 	}
-	for _, loc := range cardRE.FindAllStringIndex(run, -1) {
+	for _, loc := range findAll(cardRE, run, digits >= 13) {
 		if bounded(loc[0], loc[1]) && validCard(run[loc[0]:loc[1]]) {
 			add(EntityCreditCard, s+loc[0], s+loc[1], 1)
 			continue
@@ -321,17 +389,17 @@ func scanNumeric(text string, s, e int, add func(string, int, int, float64)) {
 			add(EntityCreditCard, s+a, s+b, 1)
 		}
 	}
-	for _, loc := range ssnRE.FindAllStringIndex(run, -1) {
+	for _, loc := range findAll(ssnRE, run, digits >= 9) {
 		if bounded(loc[0], loc[1]) && validSSN(run[loc[0]:loc[1]]) {
 			add(EntitySSN, s+loc[0], s+loc[1], 0.85)
 		}
 	}
-	for _, loc := range ipv4RE.FindAllStringIndex(run, -1) {
+	for _, loc := range findAll(ipv4RE, run, digits >= 4 && dots >= 3) {
 		if bounded(loc[0], loc[1]) && validIPv4(run[loc[0]:loc[1]]) && !sectionNumber(text, s+loc[0]) {
 			add(EntityIP, s+loc[0], s+loc[1], 1)
 		}
 	}
-	for _, loc := range phoneRE.FindAllStringIndex(run, -1) {
+	for _, loc := range findAll(phoneRE, run, digits >= 8) {
 		a, b := loc[0], loc[1]
 		for b > a && !isDigit(run[b-1]) {
 			b--
@@ -340,6 +408,14 @@ func scanNumeric(text string, s, e int, add func(string, int, int, float64)) {
 			add(EntityPhone, s+a, s+b, 0.75)
 		}
 	}
+}
+
+// findAll is re.FindAllStringIndex(s, -1) when may is true, else nil.
+func findAll(re *lazyregexp.Regexp, s string, may bool) [][]int {
+	if !may {
+		return nil
+	}
+	return re.FindAllStringIndex(s, -1)
 }
 
 // cardInGroups looks for a valid card number made of whole digit groups

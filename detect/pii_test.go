@@ -109,7 +109,12 @@ func TestPIIPathological(t *testing.T) {
 	}
 }
 
-var pathologicalPII = []string{"1:", "a@", "1 ", "http://x", "DE89", "1.", "+1-", "bc1q", "1Bv", "(", "+ ", "(-"}
+var pathologicalPII = []string{"1:", "a@", "1 ", "http://x", "DE89", "1.", "+1-", "bc1q", "1Bv", "(", "+ ", "(-",
+	// Names and places (issue_18_names_offline): capitalised runs, titles,
+	// street shapes, scripts without case, invalid UTF-8.
+	"Angela ", "Dr. ", "A", "Ü", "New York ", "12 Baker Street ", "van ", "Hi Ana, ", "北京", "محمد ", "\xff\xfe", "Ab\u00a0",
+	// Many findings: overlaps were resolved against every kept finding.
+	"a@b.io ", "Angela Merkel, "}
 
 // TestPIIDigitlessSeparatorRun: a long run of number separators without a
 // digit ("((((", "+ + + ") is skipped at once; it was rescanned from every

@@ -26,8 +26,14 @@ func TestPolicies(t *testing.T) {
 		{name: "email value reference in a tool pattern", policy: "raise \"mail\" if:\n    (call: ToolCall)\n    call is tool:send({to: <EMAIL_ADDRESS>})\n",
 			trace:  `[{"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "send", "arguments": {"to": "x@example.org"}}}]}, {"role": "assistant", "content": null, "tool_calls": [{"id": "2", "type": "function", "function": {"name": "send", "arguments": {"to": "nobody"}}}]}]`,
 			ranges: "[[messages.0.tool_calls.0]]"},
-		{name: "PERSON needs a provider", policy: "raise \"p\" if:\n    (call: ToolCall)\n    call is tool:send({to: <PERSON>})\n",
-			loadErr: "has no provider (configure detectors.base_url)"},
+		// issue_18_names_offline: PERSON needed a provider; now the
+		// offline recogniser marks the name itself.
+		{name: "PERSON without a provider", policy: "raise \"p\" if:\n    (call: ToolCall)\n    call is tool:send({to: <PERSON>})\n",
+			trace:  `[{"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "send", "arguments": {"to": "Angela Merkel"}}}]}, {"role": "assistant", "content": null, "tool_calls": [{"id": "2", "type": "function", "function": {"name": "send", "arguments": {"to": "the invoice team"}}}]}]`,
+			ranges: "[[messages.0.tool_calls.0]]"},
+		{name: "pii marks names and places", policy: "from invariant.detectors import pii\nraise \"pii\" if:\n    (msg: Message)\n    \"PERSON\" in pii(msg)\n",
+			trace:  `[{"role": "user", "content": "Please email Angela Merkel in Berlin about the invoice"}]`,
+			ranges: "[[messages.0 messages.0.content:13-26 messages.0.content:30-36]]"},
 		{name: "moderated needs a provider", policy: "from invariant.detectors import moderated\nraise \"m\" if:\n    (msg: Message)\n    moderated(msg)\n",
 			loadErr: "detector moderated has no provider (configure detectors.base_url)"},
 		{name: "moderated with a provider", provider: true, policy: "from invariant.detectors import moderated\nraise \"m\" if:\n    (msg: Message)\n    moderated(msg)\n",
@@ -73,6 +79,43 @@ func TestPolicies(t *testing.T) {
 			}
 			if got := fmt.Sprint(ranges); got != tt.ranges || len(res.Failures) > 0 {
 				t.Errorf("ranges %s, want %s (failures %v, warnings %v)", got, tt.ranges, res.Failures, res.Warnings)
+			}
+		})
+	}
+}
+
+// TestPIIEntityWarnings: a constant entities argument naming a type that
+// no recogniser reports is a load warning naming the type and the setting
+// (issue_18_names_offline); built-in types, PERSON and LOCATION included,
+// are not; with a model installed, the model is asked and nothing is
+// warned.
+func TestPIIEntityWarnings(t *testing.T) {
+	src := "from invariant.detectors import pii\nraise \"p\" if:\n    (msg: Message)\n    len(pii(msg, entities=[\"EMAIL_ADDRESS\", \"PERSON\", \"LOCATION\", \"NRP\"])) > 0\n"
+	for _, tt := range []struct {
+		name     string
+		provider bool
+		want     string
+	}{
+		{"offline", false, `policy:4:27: pii: no recogniser reports entity NRP, so it is never found (configure detectors.base_url for a model that does)`},
+		{"model", true, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			SetProviders(nil)
+			if tt.provider {
+				p, _ := newMock(t, &mockModel{})
+				SetProviders(p.Providers())
+				defer SetProviders(nil)
+			}
+			pol, err := policy.Load(src, policy.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, w := range pol.Warnings {
+				got = append(got, w.Error())
+			}
+			if want := []string{tt.want}; tt.want == "" && len(got) != 0 || tt.want != "" && (len(got) != 1 || !strings.HasPrefix(got[0], want[0])) {
+				t.Errorf("warnings %q, want %q", got, tt.want)
 			}
 		})
 	}

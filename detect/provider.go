@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/vigilhq/vigil/policy/builtin"
 )
 
 // The capabilities that need a model (policy-language §13.4). Each is a
@@ -53,8 +55,9 @@ type Completer interface {
 	Complete(ctx context.Context, c Completion) (string, error)
 }
 
-// EntityRecognizer finds named entities the offline recognisers cannot
-// (PERSON, LOCATION).
+// EntityRecognizer finds named entities. OfflineNames is the built-in one
+// for PERSON and LOCATION; an installed one (Providers.Entities, a model)
+// replaces it and also answers entity types PII does not know.
 type EntityRecognizer interface {
 	// Entities returns the findings of the given types in text, with
 	// code-point offsets.
@@ -76,7 +79,7 @@ type Providers struct {
 	Moderator Moderator           // moderated, <MODERATED>
 	Embedder  Embedder            // is_similar, embedding_similarity
 	LLM       Completer           // llm, llm_confirm, fuzzy_contains' semantic fallback
-	Entities  EntityRecognizer    // pii's PERSON and LOCATION
+	Entities  EntityRecognizer    // pii's PERSON and LOCATION (nil: OfflineNames) and types PII does not know
 	Injection InjectionClassifier // prompt_injection with model=...
 }
 
@@ -229,4 +232,49 @@ func ConfigureFromEnv() error {
 		return err
 	}
 	return Configure(c)
+}
+
+// piiPlan splits the entity types a pii call asks for (entities; all
+// types when given is false) between the offline single pass and an
+// installed EntityRecognizer. Without one, PII answers everything it
+// knows, PERSON and LOCATION included (OfflineNames), and model is nil.
+// With one, the recogniser answers PERSON and LOCATION (the model wins
+// over the offline tables) and any requested type PII does not know;
+// offline is nil when PII should report all its types.
+func piiPlan(entities []string, given bool) (offline, model []string, rec EntityRecognizer) {
+	rec = CurrentProviders().Entities
+	if rec == nil {
+		if !given {
+			return nil, nil, nil
+		}
+		return entities, nil, nil
+	}
+	if !given {
+		return offlineOnly, ModelEntities, rec
+	}
+	offline = []string{}
+	for _, e := range entities {
+		if containsStr(offlineOnly, e) {
+			offline = append(offline, e)
+		} else if !containsStr(model, e) {
+			model = append(model, e)
+		}
+	}
+	return offline, model, rec
+}
+
+// offlineOnly are the types PII answers even when a model recognises
+// names and places.
+var offlineOnly = []string{EntityEmail, EntityPhone, EntityCreditCard, EntityIBAN, EntityIP, EntitySSN, EntityURL, EntityCrypto}
+
+// publishPIICapabilities tells the loader which pii entity types some
+// recogniser reports: every built-in type always (capability
+// "pii:TYPE"), and any other type when an EntityRecognizer is installed
+// (builtin.CapPIIModel). The loader warns about a constant entities
+// argument naming a type nothing reports.
+func publishPIICapabilities(p *Providers) {
+	for _, e := range OfflineEntities {
+		builtin.SetCapability("pii:"+e, true)
+	}
+	builtin.SetCapability(builtin.CapPIIModel, p.Entities != nil)
 }

@@ -3,6 +3,7 @@ package detect
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -29,9 +30,9 @@ type PythonCodeResult struct {
 
 // pythonBuiltins are the names of Python 3.12's builtins module that code
 // commonly uses (functions, constants and exception types).
-var pythonBuiltins = map[string]bool{}
-
-func init() {
+// It is built on first use, so that nothing runs at package init.
+var pythonBuiltins = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
 	for _, n := range strings.Fields(`abs aiter all anext any ascii bin bool breakpoint bytearray bytes callable chr
 classmethod compile complex delattr dict dir divmod enumerate eval exec filter float format frozenset
 getattr globals hasattr hash help hex id input int isinstance issubclass iter len list locals map max
@@ -48,18 +49,20 @@ SystemExit TabError TimeoutError TypeError UnboundLocalError UnicodeDecodeError 
 UnicodeError UnicodeTranslateError ValueError ZeroDivisionError Warning UserWarning DeprecationWarning
 PendingDeprecationWarning SyntaxWarning RuntimeWarning FutureWarning ImportWarning UnicodeWarning
 BytesWarning ResourceWarning EncodingWarning`) {
-		pythonBuiltins[n] = true
+		m[n] = true
 	}
-}
+	return m
+})
 
-var pythonKeywords = map[string]bool{}
-
-func init() {
+// pythonKeywords are Python's reserved words, built on first use.
+var pythonKeywords = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
 	for _, k := range strings.Fields(`False None True and as assert async await break class continue def del elif else
 except finally for from global if import in is lambda nonlocal not or pass raise return try while with yield`) {
-		pythonKeywords[k] = true
+		m[k] = true
 	}
-}
+	return m
+})
 
 type pyKind int
 
@@ -296,15 +299,16 @@ var pyOperators = []string{"**=", "//=", ">>=", "<<=", "...", "->", ":=", "**", 
 
 // pyOpsByByte lists the operators by first byte, longest first (the order
 // of pyOperators).
-var pyOpsByByte = func() (t [256][]string) {
+var pyOpsByByte = sync.OnceValue(func() *[256][]string {
+	var t [256][]string
 	for _, op := range pyOperators {
 		t[op[0]] = append(t[op[0]], op)
 	}
-	return t
-}()
+	return &t
+})
 
 func pyOperator(s string) string {
-	for _, op := range pyOpsByByte[s[0]] {
+	for _, op := range pyOpsByByte()[s[0]] {
 		if strings.HasPrefix(s, op) {
 			return op
 		}
@@ -356,7 +360,7 @@ func PythonCode(src string) PythonCodeResult {
 		case pyOp:
 			switch t.text {
 			case "(", "[", "{":
-				depth = append(depth, t.text == "(" && (prev.kind == pyName && !pythonKeywords[prev.text] || prev.kind == pyOp && (prev.text == ")" || prev.text == "]")))
+				depth = append(depth, t.text == "(" && (prev.kind == pyName && !pythonKeywords()[prev.text] || prev.kind == pyOp && (prev.text == ")" || prev.text == "]")))
 			case ")", "]", "}":
 				if len(depth) > 0 {
 					depth = depth[:len(depth)-1]
@@ -376,7 +380,7 @@ func PythonCode(src string) PythonCodeResult {
 			i++ // skip the defined name
 			continue
 		}
-		if pythonKeywords[t.text] {
+		if pythonKeywords()[t.text] {
 			continue
 		}
 		if prev.kind == pyOp && prev.text == "." {
@@ -390,7 +394,7 @@ func PythonCode(src string) PythonCodeResult {
 		if defHeader && len(depth) > 0 {
 			continue
 		}
-		if pythonBuiltins[t.text] {
+		if pythonBuiltins()[t.text] {
 			r.Builtins = append(r.Builtins, t.text)
 		}
 		// A dotted name followed by "(" is a call.
@@ -566,7 +570,7 @@ func IPythonPreprocess(src string) string {
 var pySoftKeywords = map[string]bool{"match": true, "case": true, "type": true}
 
 func pyOperand(t pyToken) bool {
-	return t.kind == pyNumber || t.kind == pyString || t.kind == pyName && !pythonKeywords[t.text] ||
+	return t.kind == pyNumber || t.kind == pyString || t.kind == pyName && !pythonKeywords()[t.text] ||
 		t.kind == pyName && (t.text == "None" || t.text == "True" || t.text == "False")
 }
 

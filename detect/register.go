@@ -44,8 +44,7 @@ func init() {
 // (§13.4: <PERSON>, <LOCATION>, <MODERATED>, prompt_injection with a
 // model) have a provider.
 func publishCapabilities(p *Providers) {
-	builtin.SetCapability(builtin.CapPIIPerson, p.Entities != nil)
-	builtin.SetCapability(builtin.CapPIILocation, p.Entities != nil)
+	publishPIICapabilities(p)
 	builtin.SetCapability(builtin.CapModerated, p.Moderator != nil)
 	builtin.SetCapability(builtin.CapInjectionModel, p.Injection != nil)
 }
@@ -312,27 +311,15 @@ func fnPII(c *builtin.Call) (builtin.Value, error) {
 	if given && entities == nil {
 		entities = []string{}
 	}
-	var model []string
-	for _, e := range ModelEntities {
-		if !given || containsStr(entities, e) {
-			model = append(model, e)
-		}
-	}
-	rec := CurrentProviders().Entities
-	if rec == nil {
-		if given && len(model) > 0 {
-			return nil, unavailable("pii (" + strings.Join(model, ", ") + ")")
-		}
-		model = nil
-	}
+	offline, model, rec := piiPlan(entities, given)
 	out := []builtin.Value{}
-	args := strings.Join(entities, "\x00")
-	if !given {
+	args := strings.Join(offline, "\x00")
+	if offline == nil {
 		args = "*"
 	}
 	for _, s := range texts {
 		text := builtin.Str(s)
-		ms := cachedMatches("pii", args, text, func() []Match { return PII(text, entities) })
+		ms := cachedMatches("pii", args, text, func() []Match { return PII(text, offline) })
 		if len(model) > 0 && text != "" {
 			found, err := rec.Entities(ctxOf(c), text, model)
 			if err != nil {

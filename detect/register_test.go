@@ -119,10 +119,11 @@ func TestRegisteredNeedProviders(t *testing.T) {
 			t.Errorf("%s without provider: Usable() = %v", name, err)
 		}
 	}
-	// A runtime need (entities computed from data) is detector_unavailable.
-	_, _, _, err := call(t, "pii", []builtin.Value{"Ada"}, map[string]builtin.Value{"entities": []builtin.Value{"PERSON"}})
-	if builtin.KindOf(err) != builtin.DetectorUnavailable || !strings.Contains(err.Error(), "detectors.base_url") {
-		t.Errorf("pii PERSON without provider: %v", err)
+	// PERSON needs no provider: the offline recogniser answers it
+	// (issue_18_names_offline; it was detector_unavailable).
+	v, marks, _, err := call(t, "pii", []builtin.Value{located("Please email Angela Merkel in Berlin")}, map[string]builtin.Value{"entities": []builtin.Value{"PERSON"}})
+	if err != nil || !reflect.DeepEqual(v, []builtin.Value{"PERSON"}) || fmt.Sprint(marks) != "[{messages.0.content 13 26}]" {
+		t.Errorf("pii PERSON without provider = %v, marks %v, %v; want [PERSON] at 13-26", v, marks, err)
 	}
 	_, _, _, err = call(t, "prompt_injection", []builtin.Value{"x"}, map[string]builtin.Value{"model": "m"})
 	if builtin.KindOf(err) != builtin.DetectorUnavailable {
@@ -258,7 +259,12 @@ func TestRegisteredResultCache(t *testing.T) {
 
 func TestCapabilitiesFollowProviders(t *testing.T) {
 	SetProviders(nil)
-	for _, c := range []string{builtin.CapPIIPerson, builtin.CapPIILocation, builtin.CapModerated, builtin.CapInjectionModel} {
+	for _, c := range []string{builtin.CapPIIPerson, builtin.CapPIILocation, "pii:EMAIL_ADDRESS"} {
+		if _, ok := builtin.Capability(c); !ok {
+			t.Errorf("%s without provider: unavailable (the offline recognisers report it)", c)
+		}
+	}
+	for _, c := range []string{builtin.CapPIIModel, "pii:NRP", builtin.CapModerated, builtin.CapInjectionModel} {
 		if cfg, ok := builtin.Capability(c); ok || cfg != ConfigKey {
 			t.Errorf("%s without provider: available=%v config=%q", c, ok, cfg)
 		}
@@ -266,7 +272,7 @@ func TestCapabilitiesFollowProviders(t *testing.T) {
 	p, _ := newMock(t, &mockModel{})
 	SetProviders(p.Providers())
 	defer SetProviders(nil)
-	for _, c := range []string{builtin.CapPIIPerson, builtin.CapPIILocation, builtin.CapModerated, builtin.CapInjectionModel} {
+	for _, c := range []string{builtin.CapPIIPerson, builtin.CapPIILocation, builtin.CapPIIModel, builtin.CapModerated, builtin.CapInjectionModel} {
 		if _, ok := builtin.Capability(c); !ok {
 			t.Errorf("%s with provider: unavailable", c)
 		}

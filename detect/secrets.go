@@ -1,7 +1,6 @@
 package detect
 
 import (
-	_ "embed"
 	"fmt"
 	"math"
 	"regexp"
@@ -28,34 +27,137 @@ var builtinSecretRules = []struct {
 	{"SLACK_TOKEN", `https://hooks\.slack\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+`, []string{"hooks.slack.com"}},
 }
 
-// gitleaksTOML is gitleaks' default rule configuration (v8.30.1,
-// config/gitleaks.toml, MIT licence: rules/LICENSE.gitleaks).
-//
-//go:embed rules/gitleaks.toml
-var gitleaksTOML string
-
 // gitleaksAllowSignature on a line suppresses gitleaks-rule findings on
 // it, as in gitleaks.
 const gitleaksAllowSignature = "gitleaks:allow"
 
-type secretRule struct {
-	typ         string // reported type name
-	re          *regexp.Regexp
-	keywords    []string
+// secretRuleSpec is a rule as its configuration states it, not
+// compiled. The default rules are a generated table of these
+// (secrets_table.go, with their spans computed); other configurations
+// are read from TOML (readSecretConfig).
+type secretRuleSpec struct {
+	typ         string   // reported type name
+	pattern     string   // the regex, uncompiled
+	keywords    []string // lower case
 	entropy     float64
 	secretGroup int
-	allow       []secretAllowlist
 	builtin     bool // one of the reference's four types
 	generic     bool // a gitleaks generic-* rule: yields to specific findings
 	// assign is set for rules of gitleaks' "keyword, then an assignment
 	// operator" template: a keyword occurrence not followed by an operator
 	// within the template's reach cannot start a match.
 	assign bool
+	// where locates the rule in its configuration for errors
+	// ("rules[3] (gitlab-pat)").
+	where      string
+	allowlists []allowlistSpec
+	// span bounds a match, for windowed search: spanOf(pattern,
+	// keywords), computed by compile unless spanKnown.
+	span      regexSpan
+	spanKnown bool
+}
+
+// allowlistSpec is a gitleaks allowlist as configured, not compiled.
+type allowlistSpec struct {
+	where     string // location for errors ("allowlist", "rules[3] (x).allowlists[0]")
+	target    string // "secret" (default), "match" or "line"
+	regexes   []string
+	stopwords []string // lower case
+	and       bool     // condition = "AND": regexes and stopwords must both hold
+}
+
+// secretConfig is a scanner's configuration: its rules in reporting
+// order (the reference's types first), its global allowlists, and the
+// rules skipped because they cannot apply to free text.
+type secretConfig struct {
+	rules   []secretRuleSpec
+	global  []allowlistSpec
+	skipped []string
+}
+
+// A secretRule is compiled lazily: its keywords feed the scanner's
+// prefilter, and compile builds its regex the first time a keyword of the
+// rule occurs in a scanned text, once (its allowlists and its anchored
+// prefilter later still, when needed). Compiling all of gitleaks' rules
+// takes ~40 ms of CPU, which every `vigil check` paid on its first
+// secrets() call.
+type secretRule struct {
+	secretRuleSpec
+
+	once sync.Once
+	err  error          // of compile; nil once compiled
+	re   *regexp.Regexp // set by compile
+
+	// The allowlists compile when a finding of the rule first needs them
+	// (most candidates fall to an overlap or the entropy test first).
+	allowOnce sync.Once
+	allowErr  error
+	allow     []secretAllowlist
+
 	// anchored is the rule's regex without its lazy `(?i)[\w.-]{0,50}?`
 	// prefix, anchored: it must match at the keyword for the rule to match
-	// there (a necessary condition, cheap to test).
-	anchored *regexp.Regexp
-	span     regexSpan // bounds of a match, for windowed search
+	// there (a necessary condition, cheap to test). It compiles when a
+	// text first has anchoredMinHits occurrences of the rule's keywords.
+	anchoredOnce sync.Once
+	anchored     *regexp.Regexp
+}
+
+// anchoredMinHits is the number of keyword occurrences from which a text
+// is searched with the anchored prefilter: below it, compiling the
+// prefilter costs more than the windows it saves. Tests set it to 0.
+var anchoredMinHits = 8
+
+// anchoredRegexp returns the rule's anchored prefilter, or nil when the
+// rule has none.
+func (r *secretRule) anchoredRegexp() *regexp.Regexp {
+	if !r.assign || !strings.HasPrefix(r.pattern, assignPrefix) {
+		return nil
+	}
+	r.anchoredOnce.Do(func() {
+		if a, err := regexp.Compile(`(?i)^(?:` + r.pattern[len(assignPrefix):] + `)`); err == nil {
+			r.anchored = a
+		}
+	})
+	return r.anchored
+}
+
+// compileAllowlists compiles the rule's allowlists on the first call
+// and returns that call's error on every call.
+func (r *secretRule) compileAllowlists(name string) error {
+	r.allowOnce.Do(func() {
+		for i := range r.allowlists {
+			a, err := r.allowlists[i].compile(name)
+			if err != nil {
+				r.allowErr = err
+				return
+			}
+			r.allow = append(r.allow, a)
+		}
+	})
+	return r.allowErr
+}
+
+// compile compiles the rule (configuration name in errors) on the first
+// call and returns that call's error on every call. It is safe for
+// concurrent use.
+func (r *secretRule) compile(name string) error {
+	r.once.Do(func() { r.err = r.build(name) })
+	return r.err
+}
+
+func (r *secretRule) build(name string) error {
+	re, err := regexp.Compile(r.pattern)
+	if err != nil {
+		return fmt.Errorf("%s: %s.regex: %w", name, r.where, err)
+	}
+	if r.secretGroup > re.NumSubexp() {
+		return fmt.Errorf("%s: %s.secretGroup: %d is not a group of the regex", name, r.where, r.secretGroup)
+	}
+	if !r.spanKnown {
+		r.span, r.spanKnown = spanOf(r.pattern, r.keywords), true
+	}
+	r.re = re
+	return nil
 }
 
 // assignPrefix starts gitleaks' generated "keyword = secret" rules.
@@ -75,11 +177,18 @@ type secretAllowlist struct {
 // SecretScanner finds secrets: the reference's four types, then the rules
 // of a gitleaks-format configuration. It is safe for concurrent use.
 type SecretScanner struct {
+	name    string // of the configuration, for errors
 	rules   []*secretRule
 	kw      *keywordSet
 	kwRules [][]int // keyword index -> rule indexes
 	always  []int   // rules without keywords
-	global  []secretAllowlist
+	// global are the configuration's global allowlists, compiled from
+	// globalSrc by globalOnce when a configuration rule first finds
+	// something.
+	globalSrc  []allowlistSpec
+	globalOnce sync.Once
+	global     []secretAllowlist
+	globalErr  error
 	// Skipped lists the ids of configuration rules that cannot apply to
 	// free text (rules restricted to file paths), with the reason.
 	Skipped []string
@@ -87,16 +196,62 @@ type SecretScanner struct {
 
 // NewSecretScanner compiles the four reference types plus the rules of a
 // gitleaks TOML configuration src (named name in errors); an empty src
-// gives the four types only.
+// gives the four types only. Every regex is compiled here, so an error in
+// any of them is returned.
 func NewSecretScanner(name, src string) (*SecretScanner, error) {
-	s := &SecretScanner{}
-	for _, b := range builtinSecretRules {
-		s.rules = append(s.rules, &secretRule{typ: b.typ, re: regexp.MustCompile(b.pattern), keywords: b.keywords, builtin: true, span: spanOf(b.pattern, b.keywords)})
+	cfg, err := readSecretConfig(name, src)
+	if err != nil {
+		return nil, err
 	}
-	if src != "" {
-		if err := s.loadGitleaks(name, src); err != nil {
-			return nil, err
+	s := newSecretScanner(name, cfg)
+	if err := s.compileAll(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// compileAll compiles the global allowlists and every rule, returning
+// the first error in configuration order.
+func (s *SecretScanner) compileAll() error {
+	if err := s.globalAllowlists(); err != nil {
+		return err
+	}
+	for _, r := range s.rules {
+		if err := r.compile(s.name); err != nil {
+			return err
 		}
+		if err := r.compileAllowlists(s.name); err != nil {
+			return err
+		}
+		r.anchoredRegexp()
+	}
+	return nil
+}
+
+// globalAllowlists compiles the global allowlists on the first call.
+func (s *SecretScanner) globalAllowlists() error {
+	s.globalOnce.Do(func() {
+		for i := range s.globalSrc {
+			a, err := s.globalSrc[i].compile(s.name)
+			if err != nil {
+				s.globalErr = err
+				return
+			}
+			s.global = append(s.global, a)
+		}
+	})
+	return s.globalErr
+}
+
+// newSecretScanner returns a scanner of cfg (named name in errors) with
+// its keyword prefilter built; the rules compile on first use.
+func newSecretScanner(name string, cfg secretConfig) *SecretScanner {
+	s := &SecretScanner{name: name, globalSrc: cfg.global, Skipped: slices.Clone(cfg.skipped)}
+	rules := make([]secretRule, len(cfg.rules))
+	s.rules = make([]*secretRule, len(cfg.rules))
+	for i := range cfg.rules {
+		rules[i].secretRuleSpec = cfg.rules[i]
+		s.rules[i] = &rules[i]
 	}
 	var words []string
 	index := map[string]int{}
@@ -118,7 +273,7 @@ func NewSecretScanner(name, src string) (*SecretScanner, error) {
 		}
 	}
 	s.kw = newKeywordSet(words)
-	return s, nil
+	return s
 }
 
 var (
@@ -127,15 +282,13 @@ var (
 )
 
 // DefaultSecrets returns the scanner with the four reference types and
-// gitleaks' default rules, compiled once on first use.
+// gitleaks' default rules (rules/gitleaks.toml, compiled into the
+// generated table defaultSecretConfig, so nothing is parsed at run time).
+// It is built on the first call; each rule compiles when a text first
+// holds one of its keywords (TestDefaultSecretsCompile compiles them all).
 func DefaultSecrets() *SecretScanner {
 	defaultSecretsOnce.Do(func() {
-		s, err := NewSecretScanner("rules/gitleaks.toml", gitleaksTOML)
-		if err != nil {
-			// The embedded file is part of the build and tested.
-			panic(fmt.Sprintf("detect: embedded gitleaks rules: %v", err))
-		}
-		defaultSecrets = s
+		defaultSecrets = newSecretScanner("rules/gitleaks.toml", defaultSecretConfig)
 	})
 	return defaultSecrets
 }
@@ -150,28 +303,30 @@ func secretTypeName(id string) string {
 	return strings.ReplaceAll(strings.ToUpper(id), "-", "_")
 }
 
-func (s *SecretScanner) loadGitleaks(name, src string) error {
+// readSecretConfig returns the reference's types followed by the rules
+// of a gitleaks TOML configuration src (named name in errors); an empty
+// src gives the reference's types only. Nothing is compiled.
+func readSecretConfig(name, src string) (secretConfig, error) {
+	var cfg secretConfig
+	for _, b := range builtinSecretRules {
+		cfg.rules = append(cfg.rules, secretRuleSpec{typ: b.typ, pattern: b.pattern, keywords: b.keywords, builtin: true, where: "reference pattern " + b.typ})
+	}
+	if src == "" {
+		return cfg, nil
+	}
 	doc, err := parseTOML(name, src)
 	if err != nil {
-		return fmt.Errorf("load secret rules: %w", err)
+		return cfg, fmt.Errorf("load secret rules: %w", err)
 	}
 	if g, ok := doc["allowlist"].(tomlTable); ok {
-		a, use, err := compileAllowlist(name, "allowlist", g)
-		if err != nil {
-			return err
-		}
-		if use {
-			s.global = append(s.global, a)
+		if a, use := allowlistFromTOML("allowlist", g); use {
+			cfg.global = append(cfg.global, a)
 		}
 	}
 	if gs, ok := doc["allowlists"].([]tomlTable); ok {
 		for i, g := range gs {
-			a, use, err := compileAllowlist(name, fmt.Sprintf("allowlists[%d]", i), g)
-			if err != nil {
-				return err
-			}
-			if use {
-				s.global = append(s.global, a)
+			if a, use := allowlistFromTOML(fmt.Sprintf("allowlists[%d]", i), g); use {
+				cfg.global = append(cfg.global, a)
 			}
 		}
 	}
@@ -180,23 +335,19 @@ func (s *SecretScanner) loadGitleaks(name, src string) error {
 		where := fmt.Sprintf("rules[%d]", i)
 		id, _ := t["id"].(string)
 		if id == "" {
-			return fmt.Errorf("%s: %s: missing id", name, where)
+			return cfg, fmt.Errorf("%s: %s: missing id", name, where)
 		}
 		where = fmt.Sprintf("rules[%d] (%s)", i, id)
 		if _, ok := t["path"]; ok {
-			s.Skipped = append(s.Skipped, id+": restricted to file paths")
+			cfg.skipped = append(cfg.skipped, id+": restricted to file paths")
 			continue
 		}
 		pat, _ := t["regex"].(string)
 		if pat == "" {
-			s.Skipped = append(s.Skipped, id+": no regex")
+			cfg.skipped = append(cfg.skipped, id+": no regex")
 			continue
 		}
-		re, err := regexp.Compile(pat)
-		if err != nil {
-			return fmt.Errorf("%s: %s.regex: %w", name, where, err)
-		}
-		r := &secretRule{typ: secretTypeName(id), re: re, generic: strings.Contains(id, "generic"), assign: strings.Contains(pat, assignTemplate)}
+		r := secretRuleSpec{typ: secretTypeName(id), pattern: pat, where: where, generic: strings.Contains(id, "generic"), assign: strings.Contains(pat, assignTemplate)}
 		switch e := t["entropy"].(type) {
 		case float64:
 			r.entropy = e
@@ -204,10 +355,10 @@ func (s *SecretScanner) loadGitleaks(name, src string) error {
 			r.entropy = float64(e)
 		}
 		if g, ok := t["secretGroup"].(int64); ok {
-			if g < 0 || int(g) > re.NumSubexp() {
-				return fmt.Errorf("%s: %s.secretGroup: %d is not a group of the regex", name, where, g)
+			if g < 0 || g > math.MaxInt32 {
+				return cfg, fmt.Errorf("%s: %s.secretGroup: %d is not a group of the regex", name, where, g)
 			}
-			r.secretGroup = int(g)
+			r.secretGroup = int(g) // checked against the regex by compile
 		}
 		if kws, ok := t["keywords"].([]any); ok {
 			for _, k := range kws {
@@ -218,45 +369,33 @@ func (s *SecretScanner) loadGitleaks(name, src string) error {
 		}
 		if als, ok := t["allowlists"].([]tomlTable); ok {
 			for j, g := range als {
-				a, use, err := compileAllowlist(name, fmt.Sprintf("%s.allowlists[%d]", where, j), g)
-				if err != nil {
-					return err
-				}
-				if use {
-					r.allow = append(r.allow, a)
+				if a, use := allowlistFromTOML(fmt.Sprintf("%s.allowlists[%d]", where, j), g); use {
+					r.allowlists = append(r.allowlists, a)
 				}
 			}
 		}
-		r.span = spanOf(pat, r.keywords)
-		if r.assign && strings.HasPrefix(pat, assignPrefix) {
-			if a, err := regexp.Compile(`(?i)^(?:` + pat[len(assignPrefix):] + `)`); err == nil {
-				r.anchored = a
-			}
-		}
-		s.rules = append(s.rules, r)
+		cfg.rules = append(cfg.rules, r)
 	}
-	return nil
+	return cfg, nil
 }
 
-// compileAllowlist compiles a gitleaks allowlist. use is false when the
-// list can never apply to free text (it needs paths or commits).
-func compileAllowlist(name, where string, t tomlTable) (a secretAllowlist, use bool, err error) {
+// allowlistFromTOML reads a gitleaks allowlist table. use is false when
+// the list can never apply to free text (it needs paths or commits) or
+// is empty.
+func allowlistFromTOML(where string, t tomlTable) (a allowlistSpec, use bool) {
 	_, hasPaths := t["paths"]
 	_, hasCommits := t["commits"]
 	cond, _ := t["condition"].(string)
+	a.where = where
 	a.and = strings.EqualFold(cond, "AND")
 	if a.and && (hasPaths || hasCommits) {
-		return a, false, nil
+		return a, false
 	}
 	a.target, _ = t["regexTarget"].(string)
 	if rs, ok := t["regexes"].([]any); ok {
-		for k, r := range rs {
+		for _, r := range rs {
 			p, _ := r.(string)
-			re, err := regexp.Compile(p)
-			if err != nil {
-				return a, false, fmt.Errorf("%s: %s.regexes[%d]: %w", name, where, k, err)
-			}
-			a.regexes = append(a.regexes, re)
+			a.regexes = append(a.regexes, p)
 		}
 	}
 	if ws, ok := t["stopwords"].([]any); ok {
@@ -266,7 +405,21 @@ func compileAllowlist(name, where string, t tomlTable) (a secretAllowlist, use b
 			}
 		}
 	}
-	return a, len(a.regexes) > 0 || len(a.stopwords) > 0, nil
+	return a, len(a.regexes) > 0 || len(a.stopwords) > 0
+}
+
+// compile compiles the allowlist's regexes (configuration name in
+// errors).
+func (a *allowlistSpec) compile(name string) (secretAllowlist, error) {
+	out := secretAllowlist{target: a.target, stopwords: a.stopwords, and: a.and}
+	for k, p := range a.regexes {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return out, fmt.Errorf("%s: %s.regexes[%d]: %w", name, a.where, k, err)
+		}
+		out.regexes = append(out.regexes, re)
+	}
+	return out, nil
 }
 
 func (a *secretAllowlist) allows(secret, match, line string) bool {
@@ -403,6 +556,12 @@ func (s *SecretScanner) Scan(text string) []Match {
 		for ; p < len(pairs) && pairs[p].ri == ri; p++ {
 			ruleHits = append(ruleHits, pairs[p].h)
 		}
+		// A rule that does not compile finds nothing. Only the default
+		// scanner's rules compile here (NewSecretScanner compiles all of
+		// its rules up front), and a test compiles every one of those.
+		if r.compile(s.name) != nil {
+			continue
+		}
 		var locs [][]int
 		if len(r.keywords) == 0 {
 			locs = r.re.FindAllStringIndex(text, -1)
@@ -450,11 +609,17 @@ func (s *SecretScanner) Scan(text string) []Match {
 				continue
 			}
 			allowed := false
+			if s.globalAllowlists() != nil {
+				continue // as a rule that does not compile: nothing found
+			}
 			for i := range s.global {
 				if s.global[i].allows(secret, match, line) {
 					allowed = true
 					break
 				}
+			}
+			if !allowed && r.compileAllowlists(s.name) != nil {
+				continue
 			}
 			for i := 0; !allowed && i < len(r.allow); i++ {
 				allowed = r.allow[i].allows(secret, match, line)

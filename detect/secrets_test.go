@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -70,7 +71,9 @@ func TestSecretsOffsetsAreCodePoints(t *testing.T) {
 
 // The windowed search must find what a whole-text search finds.
 func TestSecretsWindowsMatchWholeText(t *testing.T) {
-	s := DefaultSecrets()
+	defer func(n int) { anchoredMinHits = n }(anchoredMinHits)
+	anchoredMinHits = 0
+	s := compiledDefault(t)
 	texts := []string{
 		benchCorpus(t, "prose")[:6000],
 		"config:\n  api_key: \"Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3\"\n  token = 'ghp_" + strings.Repeat("x", 36) + "'\n",
@@ -117,9 +120,8 @@ func TestSecretsWindowsMatchWholeText(t *testing.T) {
 			}
 			want := r.re.FindAllStringIndex(text, -1)
 			// Windows alone, then with the assignment prefilters.
-			r2 := *r
-			r2.assign, r2.anchored = false, nil
-			for _, rule := range []*secretRule{&r2, r} {
+			r2 := &secretRule{secretRuleSpec: secretRuleSpec{typ: r.typ, keywords: r.keywords, span: r.span}, re: r.re}
+			for _, rule := range []*secretRule{r2, r} {
 				got := s.findNear(rule, text, hits)
 				if len(got) == 0 && len(want) == 0 {
 					continue
@@ -129,6 +131,94 @@ func TestSecretsWindowsMatchWholeText(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// compiledDefault returns a scanner of the default rules with every rule
+// compiled (DefaultSecrets itself compiles rules as keywords occur).
+func compiledDefault(tb testing.TB) *SecretScanner {
+	tb.Helper()
+	s := newSecretScanner("rules/gitleaks.toml", defaultSecretConfig)
+	if err := s.compileAll(); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// TestDefaultSecretsCompile compiles every rule and global allowlist of
+// the embedded configuration: DefaultSecrets compiles them only when a
+// text holds their keywords, and a rule that failed there would find
+// nothing.
+func TestDefaultSecretsCompile(t *testing.T) {
+	s := compiledDefault(t)
+	for _, r := range s.rules {
+		if r.re == nil {
+			t.Errorf("rule %s (%s) not compiled", r.typ, r.where)
+		}
+	}
+	if len(s.global) == 0 {
+		t.Error("the global allowlist was not compiled")
+	}
+}
+
+// TestSecretsCompileLazily: a scan compiles only the rules whose keywords
+// occur in the text, each once, also when scans run concurrently (run
+// with -race); a text with no keyword compiles nothing.
+func TestSecretsCompileLazily(t *testing.T) {
+	s := newSecretScanner("rules/gitleaks.toml", defaultSecretConfig)
+	compiled := func() []string {
+		var out []string
+		for _, r := range s.rules {
+			if r.re != nil {
+				out = append(out, r.typ)
+			}
+		}
+		return out
+	}
+	if ms := s.Scan("nothing to see here, just words"); len(ms) != 0 || len(compiled()) != 0 {
+		t.Fatalf("clean text: matches %v, compiled %v; want none", ms, compiled())
+	}
+	text := "token ghp_" + strings.Repeat("a1", 18) + " and gitlab glpat-Zq8Lk2Vn5Rt1Xw9Bm4Hj"
+	var wg sync.WaitGroup
+	results := make([][]Match, 8)
+	for i := range results {
+		wg.Go(func() { results[i] = s.Scan(text) })
+	}
+	wg.Wait()
+	for i, ms := range results {
+		if got := strings.Join(Types(ms), " "); got != "GITHUB_TOKEN GITLAB_PAT" {
+			t.Errorf("scan %d found %q, want GITHUB_TOKEN GITLAB_PAT", i, got)
+		}
+	}
+	got := compiled()
+	if len(got) == 0 || len(got) > 10 {
+		t.Errorf("compiled %d rules %v; want those with keywords ghp_, glpat- (and a few more at most)", len(got), got)
+	}
+	if s.global != nil && len(got) == 0 {
+		t.Error("global allowlist compiled before any rule")
+	}
+	// The assignment prefilter compiles only for texts with many keyword
+	// occurrences; findings that overlap a reference finding do not need
+	// the rule's allowlists.
+	generic := func() *secretRule {
+		for _, r := range s.rules {
+			if r.typ == "GENERIC_API_KEY" {
+				return r
+			}
+		}
+		t.Fatal("no GENERIC_API_KEY rule")
+		return nil
+	}()
+	s.Scan("AWS_ACCESS_KEY_ID=AKIAZ7VQ3XKP4MBL2NWE")
+	if generic.re == nil || generic.anchored != nil || generic.allow != nil {
+		t.Errorf("one key assignment overlapping a reference finding: compiled %v, anchored %v, allowlists %v; want compiled only", generic.re != nil, generic.anchored != nil, generic.allow != nil)
+	}
+	many := strings.Repeat("api_key = 'Zq8Lk2Vn5Rt1Xw9Bm4Hj7Cp3'\n", anchoredMinHits)
+	if got := Distinct(s.Scan(many)); len(got) != 1 || got[0] != "GENERIC_API_KEY" {
+		t.Errorf("key assignments: found %v, want GENERIC_API_KEY", got)
+	}
+	if generic.anchored == nil || generic.allow == nil {
+		t.Errorf("%d key assignments: anchored %v, allowlists %v; want both compiled", anchoredMinHits, generic.anchored != nil, generic.allow != nil)
 	}
 }
 
@@ -149,7 +239,11 @@ func TestSecretRulesErrors(t *testing.T) {
 		{"[[rules]]\nid = \"x\"\nregex = '''(?<'''\n", "rules[0] (x).regex"},
 		{"[[rules]]\nregex = 'a'\n", "missing id"},
 		{"[[rules]]\nid = \"x\nregex = 'a'\n", "cfg.toml:2:6: unterminated string"},
-		{"[[rules]]\nid = 'x'\nregex = 'a'\nsecretGroup = 3\n", "secretGroup"},
+		{"[[rules]]\nid = 'x'\nregex = 'a'\nsecretGroup = 3\n", "rules[0] (x).secretGroup"},
+		{"[[rules]]\nid = 'x'\nregex = 'a'\nsecretGroup = -1\n", "rules[0] (x).secretGroup"},
+		{"[[rules]]\nid = 'x'\nregex = 'a'\nkeywords = ['a']\n[[rules.allowlists]]\nregexes = ['(']\n", "rules[0] (x).allowlists[0].regexes[0]"},
+		{"[allowlist]\nregexes = ['a', '[']\n", "cfg.toml: allowlist.regexes[1]"},
+		{"[[rules]]\nid = 'x'\nregex = 'a'\n[[rules]]\nid = 'y'\nregex = '+'\n", "rules[1] (y).regex"},
 	}
 	for _, tt := range tests {
 		_, err := NewSecretScanner("cfg.toml", tt.src)
@@ -194,7 +288,9 @@ func FuzzSecretsWindows(f *testing.F) {
 	f.Add("token: ghp_" + strings.Repeat("a", 36))
 	f.Add("s.abcdefghijklmnopqrstuvwx hvs." + strings.Repeat("b", 95))
 	f.Add("-----BEGIN PRIVATE KEY-----\n" + strings.Repeat("A", 70) + "\n-----END PRIVATE KEY-----")
-	s := DefaultSecrets()
+	defer func(n int) { anchoredMinHits = n }(anchoredMinHits)
+	anchoredMinHits = 0
+	s := compiledDefault(f)
 	f.Fuzz(func(t *testing.T, text string) {
 		if len(text) > 4096 {
 			return

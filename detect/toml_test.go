@@ -93,8 +93,14 @@ func FuzzKeywordSet(f *testing.F) {
 			}
 		}
 		k := newKeywordSet(ws)
+		hits := k.scan(text, nil)
+		// The complete table finds the same, in the same order.
+		d := k.buildFull()
+		if full := k.scanFull(d, text, nil); !reflect.DeepEqual(full, hits) {
+			t.Fatalf("complete table: %v, lazy table: %v", full, hits)
+		}
 		got := map[[2]int]bool{}
-		for _, h := range k.scan(text, nil) {
+		for _, h := range hits {
 			got[[2]int{int(h.Word), h.End}] = true
 		}
 		lower := func(s string) string {
@@ -122,7 +128,43 @@ func FuzzKeywordSet(f *testing.F) {
 				t.Fatalf("missed %q ending at %d in %q", ws[h[0]], h[1], text)
 			}
 		}
+		for h := range got {
+			if !want[h] {
+				t.Fatalf("false hit %q ending at %d in %q", ws[h[0]], h[1], text)
+			}
+		}
+		for i := 1; i < len(hits); i++ {
+			if hits[i].End < hits[i-1].End {
+				t.Fatalf("hits out of text order: %v", hits)
+			}
+		}
 	})
+}
+
+// TestKeywordSetConcurrentScans scans from several goroutines on a fresh
+// set (run with -race): the lazily filled table, and the complete one
+// built midway, give every scan the same hits.
+func TestKeywordSetConcurrentScans(t *testing.T) {
+	defer func(n int64) { keywordFullAfter = n }(keywordFullAfter)
+	words := []string{"he", "she", "his", "hers", "ghp_", "xoxb-", "-----begin"}
+	text := strings.Repeat("ushers and his GHP_ token -----BEGIN xoxb- she ", 50)
+	want := len(newKeywordSet(words).scan(text, nil))
+	keywordFullAfter = int64(len(text)) * 3
+	k := newKeywordSet(words)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 3 {
+				if got := len(k.scan(text, nil)); got != want {
+					t.Errorf("%d hits, want %d", got, want)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if k.full.Load() == nil {
+		t.Error("complete table not built after 24 scans")
+	}
 }
 
 func TestCacheConcurrent(t *testing.T) {

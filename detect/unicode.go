@@ -18,12 +18,18 @@ var unicodeCategoryNames = []string{
 	"Cc", "Cf", "Co",
 }
 
-var asciiCategory [128]string
-
-func init() {
-	for c := rune(0); c < 128; c++ {
-		asciiCategory[c] = categoryOf(c)
-	}
+// asciiCategory is the category of each ASCII code point, as a constant
+// table (static data: nothing to compute when the process starts);
+// TestASCIICategories checks it against the unicode tables.
+var asciiCategory = [128]string{
+	"Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc",
+	"Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc", "Cc",
+	"Zs", "Po", "Po", "Po", "Sc", "Po", "Po", "Po", "Ps", "Pe", "Po", "Sm", "Po", "Pd", "Po", "Po",
+	"Nd", "Nd", "Nd", "Nd", "Nd", "Nd", "Nd", "Nd", "Nd", "Nd", "Po", "Po", "Sm", "Sm", "Sm", "Po",
+	"Po", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu",
+	"Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Lu", "Ps", "Po", "Pe", "Sk", "Pc",
+	"Sk", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll",
+	"Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ll", "Ps", "Sm", "Pe", "Sm", "Cc",
 }
 
 func categoryOf(r rune) string {

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"regexp"
 	"regexp/syntax"
 	"sort"
 	"strings"
@@ -445,6 +446,10 @@ func (s *SecretScanner) findNear(r *secretRule, text string, hits []keywordHit) 
 	if r.span.anywhere {
 		return r.re.FindAllStringIndex(text, -1)
 	}
+	var anchored *regexp.Regexp
+	if len(hits) >= anchoredMinHits {
+		anchored = r.anchoredRegexp()
+	}
 	var wins []window
 	for _, h := range hits {
 		kwStart := h.End - len(s.kw.words[h.Word])
@@ -454,7 +459,7 @@ func (s *SecretScanner) findNear(r *secretRule, text string, hits []keywordHit) 
 		// The keyword must start what follows the rule's lazy prefix. The
 		// text is cut at anchoredReach bytes: a cut inside the secret can
 		// only make the test pass (the regex ends in `|$`), never fail.
-		if r.anchored != nil && !r.anchored.MatchString(text[kwStart:min(len(text), kwStart+anchoredReach)]) {
+		if anchored != nil && !anchored.MatchString(text[kwStart:min(len(text), kwStart+anchoredReach)]) {
 			continue
 		}
 		// A rule starting with \b cannot match at a keyword inside a word

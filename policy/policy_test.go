@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilhq/vigil/internal/tracegen"
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/policy/builtin"
 	"github.com/vigilhq/vigil/trace"
@@ -494,8 +495,8 @@ raise "x" if:
 // TestConcurrentAnalyze runs one policy on several goroutines (run with
 // -race): a Policy is safe for concurrent use.
 func TestConcurrentAnalyze(t *testing.T) {
-	p := mustLoad(t, benchPolicy, policy.Options{})
-	tr := mustTrace(t, func() string { b, _ := json.Marshal(genTrace(200)); return string(b) }())
+	p := mustLoad(t, tracegen.GuardrailPolicy, policy.Options{})
+	tr := mustTrace(t, func() string { b, _ := json.Marshal(tracegen.GuardrailRun(200)); return string(b) }())
 	want, err := p.Analyze(context.Background(), tr, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -400,7 +400,11 @@ func (s *Server) handleRunNodes(w http.ResponseWriter, r *http.Request, p *princ
 		sdk = isSDKSession(sess)
 	}
 	run := s.runJSON(r, t)
-	writeJSON(w, http.StatusOK, map[string]any{"nodes": buildNodes(run, t.Messages, recs, sdk)})
+	nodes := buildNodes(run, t.Messages, recs, sdk)
+	if err := s.setAnomalyScores(r, t.ID, nodes); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": nodes})
 	return nil
 }
 

@@ -200,9 +200,14 @@ func (s *Server) backtestRule(ctx context.Context, d *store.Dataset, ref backtes
 		br.monitorID = "adhoc:" + br.hash[:16]
 		br.monitor = "backtest " + br.hash[:16]
 	}
+	// Loaded here rather than through s.rules: a backtest's rule gets a
+	// wall-time budget per trace, and one load per run is nothing beside
+	// the run.
 	pol, err := policy.Load(src, policy.Options{Name: field, WallTime: backtestWallTime})
 	if err != nil {
-		return nil, backtestLoadError(field, err)
+		e := policyInvalid(err)
+		e.Extra["field"] = field // which rule: policy or compare_to
+		return nil, e
 	}
 	br.pol = pol
 	br.metadata = slices.Contains(pol.Params(), "metadata")
@@ -234,25 +239,6 @@ func (s *Server) backtestGuardrail(ctx context.Context, d *store.Dataset, ref ba
 		return nil, fmt.Errorf("backtest: guardrail %s version %d: %w", ref.PolicyID, n, err)
 	}
 	return gv, nil
-}
-
-// backtestLoadError is the 400 policy_invalid of a rule that does not
-// compile, with errors[{line, column, message}] (explorer-api §9.1).
-func backtestLoadError(field string, err error) *Error {
-	var list policy.ErrorList
-	items := []map[string]any{}
-	first := err.Error()
-	if errors.As(err, &list) {
-		for _, e := range list {
-			p := e.Position()
-			items = append(items, map[string]any{"line": p.Line, "column": p.Column, "message": e.Msg})
-		}
-		if len(list) > 0 {
-			first = list[0].Error()
-		}
-	}
-	return &Error{Status: http.StatusBadRequest, Code: "policy_invalid", Detail: "Invalid Policy string: " + first,
-		Extra: map[string]any{"errors": items, "field": field}}
 }
 
 // count returns how many traces the run will check (before it starts;
@@ -490,24 +476,15 @@ func backtestFinding(t *store.Trace, br *backtestRule, v policy.Violation) *stor
 	if len(cites) > 0 && cites[0].NodeID != nil {
 		f.NodeID = *cites[0].NodeID
 	}
-	f.Citations = marshalNoEscape(cites)
+	f.Citations, _ = marshalNoEscape(cites) // plain structs and maps: always encodable
 	c := map[string]any{"backtest": true, "policy_hash": br.hash}
 	if br.guardrail != nil {
 		c["guardrail"] = br.guardrail
 	}
-	f.Context = marshalNoEscape(c)
+	f.Context, _ = marshalNoEscape(c)
 	return f
 }
 
-// marshalNoEscape is json.Marshal without HTML escaping (addresses such
-// as <root> and rule texts stay as written); v is always encodable.
-func marshalNoEscape(v any) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
 
 // citation is one finding citation (ledger.md §8.1).
 type citation struct {

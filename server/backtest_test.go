@@ -472,6 +472,14 @@ func TestBacktestStoreFindings(t *testing.T) {
 		if !slices.Equal(runs, want) {
 			t.Errorf("ad-hoc findings on %v, want %v (one per violation, no duplicates after a rerun)", runs, want)
 		}
+		// The findings API shows them too.
+		page, err := ts.c.Findings(ctx, client.FindingFilter{MonitorID: "adhoc:" + sha16(btRule)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Findings) != 2 || page.Findings[0].Title != "bad word" || len(page.Findings[0].Citations) != 1 {
+			t.Errorf("findings API: %+v", page)
+		}
 		byGuardrail := list(g.ID)
 		if len(byGuardrail) != 2 {
 			t.Fatalf("%d findings of the guardrail, want 2", len(byGuardrail))
@@ -530,7 +538,7 @@ func TestCitations(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := marshalNoEscape(citations(tr, tc.ranges))
+			b, _ := marshalNoEscape(citations(tr, tc.ranges))
 			if string(b) != tc.want {
 				t.Errorf("citations(%q) = %s, want %s", tc.ranges, b, tc.want)
 			}

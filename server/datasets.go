@@ -186,6 +186,9 @@ func (s *Server) handleDatasetGet(w http.ResponseWriter, r *http.Request, p *pri
 	if err != nil {
 		return err
 	}
+	if s.canWrite(p, d.OwnerID) { // owners see the guardrails (explorer-api §2.5)
+		return s.writeGuardedDataset(w, r, d.ID)
+	}
 	writeJSON(w, http.StatusOK, s.datasetJSON(r, d, true))
 	return nil
 }
@@ -280,29 +283,27 @@ func (s *Server) handleDatasetTraces(w http.ResponseWriter, r *http.Request, p *
 			f.Indices = append(f.Indices, n)
 		}
 	}
-	list, err := s.st.ListTraces(r.Context(), f)
-	if err != nil {
-		return err
-	}
-	ids := make([]string, len(list))
-	for i, t := range list {
-		ids[i] = t.ID
-	}
-	counts, err := s.st.CountAnnotationsBySource(r.Context(), ids)
-	if err != nil {
-		return err
-	}
-	out := make([]traceRow, len(list))
-	for i, t := range list {
-		out[i] = traceRow{ID: t.ID, Index: t.Index, Name: nullString(t.Name), HierarchyPath: nonNilStrings(t.HierarchyPath),
-			ExtraMetadata: objectOrEmpty(t.Metadata), TimeCreated: formatTime(t.TimeCreated), Messages: []any{},
-			AnnotationsBySource: counts[t.ID]}
-		if out[i].AnnotationsBySource == nil {
-			out[i].AnnotationsBySource = map[string]int{}
+	return s.streamTraceList(w, r, f, func(list []*store.Trace) ([]any, error) {
+		ids := make([]string, len(list))
+		for i, t := range list {
+			ids[i] = t.ID
 		}
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+		counts, err := s.st.CountAnnotationsBySource(r.Context(), ids)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]any, len(list))
+		for i, t := range list {
+			row := traceRow{ID: t.ID, Index: t.Index, Name: nullString(t.Name), HierarchyPath: nonNilStrings(t.HierarchyPath),
+				ExtraMetadata: objectOrEmpty(t.Metadata), TimeCreated: formatTime(t.TimeCreated), Messages: []any{},
+				AnnotationsBySource: counts[t.ID]}
+			if row.AnnotationsBySource == nil {
+				row.AnnotationsBySource = map[string]int{}
+			}
+			out[i] = row
+		}
+		return out, nil
+	})
 }
 
 func intParam(v, name string) (int, error) {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/subtle"
 	"net/http"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/vigilhq/vigil/internal/buildinfo"
 )
 
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request, _ *principal) error {
@@ -25,6 +25,12 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request, _ *princip
 	}
 	if _, err := s.st.SchemaVersion(ctx); err != nil {
 		checks["migrations"], ok = err.Error(), false
+	}
+	// A process whose guardrail change feed is down may serve stale rules
+	// (explorer-api §9.1).
+	var feedOK bool
+	if checks["guardrail_feed"], feedOK = s.feed.status(); !feedOK {
+		ok = false
 	}
 	if !ok {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "checks": checks})
@@ -44,9 +50,10 @@ func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request, _ *princi
 	if err != nil {
 		return err
 	}
+	bi := buildinfo.Read(s.version) // as `vigil version` reports it
 	writeJSON(w, http.StatusOK, map[string]any{
-		"version": s.version, "commit": vcsCommit(), "go": runtime.Version(),
-		"store": s.st.Kind(), "schema_version": sv,
+		"version": bi.Version, "commit": bi.Commit, "commit_time": bi.CommitTime, "modified": bi.Modified,
+		"go": bi.Go, "platform": bi.Platform, "store": s.st.Kind(), "schema_version": sv,
 	})
 	return nil
 }
@@ -68,18 +75,4 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *princi
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	return s.metrics.Write(w)
-}
-
-// vcsCommit returns the VCS revision the binary was built from, or "".
-func vcsCommit() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			return s.Value
-		}
-	}
-	return ""
 }

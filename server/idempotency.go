@@ -199,12 +199,16 @@ func hashRequest(w http.ResponseWriter, r *http.Request, limit int64) (string, f
 	return hex.EncodeToString(h.Sum(nil)), cleanup, nil
 }
 
-// readBodyError maps a failed body read: 413 past the limit, else 400.
+// readBodyError maps a failed body read: 413 past the limit, 408 when the
+// body stalled past the idle timeout, else 400.
 func readBodyError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
 			Detail: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)}
+	}
+	if errors.Is(err, errBodyIdle) {
+		return &Error{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout, Detail: fmt.Sprintf("read request body: %v", err)}
 	}
 	return apiErr(http.StatusBadRequest, CodeInvalidRequest, "read request body: %v", err)
 }

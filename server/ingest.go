@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/trace"
@@ -42,7 +42,7 @@ func (w *warnings) add(traceIdx, msgIdx int, format string, args ...any) {
 	}
 }
 
-var messageIDRx = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var messageIDRx = lazyregexp.New(`^[A-Za-z0-9_-]{1,64}$`)
 
 // outputTimeLayout is the API's output time form (explorer-api §1.6).
 const outputTimeLayout = "2006-01-02T15:04:05.000000Z"
@@ -264,6 +264,9 @@ func (s *Server) sealFunc(datasetName string, pre map[string][]store.Receipt) st
 	return func(ctx context.Context, req store.SealRequest) ([]store.Receipt, error) {
 		if req.Trace != nil && req.Session.Tail.Count == 0 && req.FirstIndex == 0 {
 			if rs, ok := pre[req.Trace.ID]; ok && len(rs) == len(req.Events) && (len(rs) == 0 || rs[0].SessionID == req.Session.ID) {
+				// Used once: the store holds them from here on (a
+				// retried transaction recomputes).
+				delete(pre, req.Trace.ID)
 				return rs, nil
 			}
 		}
@@ -307,10 +310,17 @@ func (s *Server) makeReceipts(sessionID, runID, agent string, tail ledger.Tail, 
 	return out, nil
 }
 
+// presignBytes bounds the events presign signs ahead: a receipt is several
+// times the size of a small event, so a large push signs the rest inside
+// the transaction, where the store writes receipts as it goes instead of
+// holding them all.
+const presignBytes = 1 << 20
+
 // presign computes the receipts of new traces (fresh sessions whose id is
 // the trace id) on all cores before the write transaction, so signing does
-// not hold the single writer. Traces whose id the store may replace still
-// work: sealFunc then recomputes.
+// not hold the single writer; it stops after presignBytes of events (the
+// rest are sealed in the transaction). Traces whose id the store may
+// replace still work: sealFunc then recomputes.
 func (s *Server) presign(traces []store.NewTrace, datasetName string) (map[string][]store.Receipt, error) {
 	out := make(map[string][]store.Receipt, len(traces))
 	var mu sync.Mutex
@@ -337,9 +347,16 @@ func (s *Server) presign(traces []store.NewTrace, datasetName string) (map[strin
 			}
 		})
 	}
+	size := 0
 	for i := range traces {
+		if size >= presignBytes {
+			break
+		}
 		if traces[i].ID != "" && (traces[i].Session == nil || traces[i].Session.ID == "") {
 			jobs <- i
+			for _, m := range traces[i].Messages {
+				size += len(m.Data)
+			}
 		}
 	}
 	close(jobs)

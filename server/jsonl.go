@@ -182,6 +182,9 @@ func toUploadErr(err error) error {
 	if ae := (*Error)(nil); errors.As(err, &ae) {
 		return ae
 	}
+	if errors.Is(err, errBodyIdle) {
+		return readBodyError(err)
+	}
 	return badRequest("read upload: %v", err)
 }
 

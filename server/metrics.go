@@ -65,6 +65,7 @@ func newMetrics() *Metrics {
 	m.histogram("vigil_http_request_duration_seconds", "HTTP request duration by route pattern.", defBuckets, "route")
 	m.counter("vigil_ingest_traces_total", "Traces ingested by source.", "source")
 	m.counter("vigil_ingest_messages_total", "Messages (events) ingested by source.", "source")
+	m.counter("vigil_http_rejected_total", "Requests and connections answered 429 by admission control, by limit (body_memory, connections).", "limit")
 	return m
 }
 

@@ -167,31 +167,14 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// maxBodyPrealloc bounds the buffer readJSONBody sizes from
-// Content-Length before any byte arrives; larger bodies grow as they come.
-const maxBodyPrealloc = 1 << 20
-
-// readJSONBody reads the whole (limited) JSON body.
+// readJSONBody reads the whole (limited) JSON body, charged to the
+// in-flight body budget (admission.go).
 func (s *Server) readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	rd, err := s.body(w, r, s.maxJSON)
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength <= s.maxJSON {
-		// Trust the declared length only so far: a request that declares
-		// the limit and sends nothing must not hold a buffer that large.
-		buf.Grow(int(min(r.ContentLength, maxBodyPrealloc)))
-	}
-	if _, err := buf.ReadFrom(rd); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
-				Detail: fmt.Sprintf("request body larger than %d bytes", s.maxJSON)}
-		}
-		return nil, apiErr(http.StatusBadRequest, CodeInvalidRequest, "read request body: %v", err)
-	}
-	return buf.Bytes(), nil
+	return s.readCharged(w, r, rd, s.maxJSON)
 }
 
 // decodeJSON reads the body into v. An empty body is an error unless

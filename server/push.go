@@ -1,10 +1,15 @@
 package server
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vigilhq/vigil/store"
@@ -25,16 +30,34 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 	traces := make([]store.NewTrace, len(req.messages))
 	tools := map[string]*store.ToolUse{}
 	nEvents := 0
+	// A large body is decoded twice: here to validate it and collect its
+	// tools, warnings and annotations, keeping no event, then trace by
+	// trace inside the store's transaction, which writes each trace's
+	// rows as it goes, reading the traces back from a temporary file.
+	// Neither its decoded events and their receipts nor, while the store
+	// writes, its body sit in memory (issue 17).
+	lazy := len(body) >= lazyPushBytes
+	var gc gcPacer
+	msgIDs := make([][]string, len(req.messages))
+	// The large path keeps each trace's ids as one comma-joined string
+	// (ids never hold a comma): a string per id costs more than the id.
+	joinedIDs := make([]string, len(req.messages))
 	var blobs []*store.Blob
 	for i, raw := range req.messages {
 		id := store.NewID()
+		if lazy {
+			gc.add(len(raw))
+		}
 		pe, err := prepareTrace(raw, ingestOptions{traceIdx: i, traceID: id}, &warn)
 		if err != nil {
 			return err
 		}
 		blobs = append(blobs, pe.images.blobs...)
 		mergeTools(tools, pe.tools)
-		nt := store.NewTrace{ID: id, Messages: pe.messages, TimeCreated: now, KeyID: p.Key.ID}
+		nt := store.NewTrace{ID: id, TimeCreated: now, KeyID: p.Key.ID}
+		if !lazy {
+			nt.Messages, msgIDs[i] = pe.messages, messageIDs(pe.messages)
+		}
 		if i < len(req.metadata) {
 			if err := applyTraceMetadata(&nt, req.metadata[i], i); err != nil {
 				return err
@@ -52,10 +75,6 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		nt.Session = s.newSession(p.User.ID, &nt, req.dataset)
 		traces[i] = nt
 	}
-	pre, err := s.presign(traces, req.dataset)
-	if err != nil {
-		return err
-	}
 	if err := s.putBlobs(r.Context(), p.User.ID, blobs); err != nil {
 		return err
 	}
@@ -66,7 +85,40 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		NewDatasetMetadata: createdOnMetadata(now),
 		Traces:             traces,
 		Tools:              toolList(tools),
-		Seal:               s.sealFunc(req.dataset, pre),
+	}
+	if lazy {
+		sp, err := spoolTraces(req.messages)
+		if err != nil {
+			return err
+		}
+		defer sp.close()
+		req.messages, req.metadata, req.annotations = nil, nil, nil
+		sreq.Seal = s.sealFunc(req.dataset, nil)
+		sreq.Prepare = func(i int, nt *store.NewTrace) error {
+			raw, err := sp.trace(i)
+			if err != nil {
+				return err
+			}
+			// Same input, same outcome as the first pass: its warnings
+			// are already in warn.
+			gc.add(len(raw))
+			pe, err := prepareTrace(raw, ingestOptions{traceIdx: i, traceID: nt.ID}, new(warnings))
+			if err != nil {
+				return err
+			}
+			nt.Messages, joinedIDs[i] = pe.messages, joinIDs(pe.messages)
+			return nil
+		}
+	} else {
+		// The body is no longer needed: let it be collected while the
+		// store writes (req.messages, metadata and annotations are
+		// slices of it).
+		req.messages, req.metadata, req.annotations = nil, nil, nil
+		pre, err := s.presign(traces, req.dataset)
+		if err != nil {
+			return err
+		}
+		sreq.Seal = s.sealFunc(req.dataset, pre)
 	}
 	res, err := s.st.PushTraces(r.Context(), sreq)
 	if err != nil {
@@ -74,20 +126,133 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 	}
 	s.metrics.Add("vigil_ingest_traces_total", uint64(len(traces)), "push")
 	s.metrics.Add("vigil_ingest_messages_total", uint64(nEvents), "push")
-	out := pushResponse{ID: make([]string, len(res.Traces)), Username: p.User.Username, MessageIDs: make([][]string, len(res.Traces)), Warnings: warn}
+	out := pushResponse{ID: make([]string, len(res.Traces)), Username: p.User.Username, MessageIDs: msgIDs, Warnings: warn}
 	for i, t := range res.Traces {
 		out.ID[i] = t.ID
-		ids := make([]string, len(traces[i].Messages))
-		for j, m := range traces[i].Messages {
-			ids[j] = m.ID
-		}
-		out.MessageIDs[i] = ids
 	}
 	if req.dataset != "" {
 		out.Dataset = req.dataset
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	if !lazy {
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	// A large push's message ids are megabytes of JSON: write them as they
+	// are encoded, after collecting what the transaction left behind.
+	runtime.GC()
+	return writePushResponse(w, &out, func(i int) []string {
+		if joinedIDs[i] == "" {
+			return []string{}
+		}
+		return strings.Split(joinedIDs[i], ",")
+	})
+}
+
+// traceSpool holds a large push's traces (one JSON array each) in a
+// temporary file while the store writes them.
+type traceSpool struct {
+	f   *os.File
+	off []int64 // trace i is f[off[i]:off[i+1]]
+}
+
+func spoolTraces(traces []json.RawMessage) (*traceSpool, error) {
+	f, err := os.CreateTemp("", "vigil-push-*")
+	if err != nil {
+		return nil, fmt.Errorf("spool push: %w", err)
+	}
+	sp := &traceSpool{f: f, off: make([]int64, 1, len(traces)+1)}
+	bw := bufio.NewWriterSize(f, 256<<10)
+	for _, raw := range traces {
+		bw.Write(raw)
+		sp.off = append(sp.off, sp.off[len(sp.off)-1]+int64(len(raw)))
+	}
+	if err := bw.Flush(); err != nil {
+		sp.close()
+		return nil, fmt.Errorf("spool push: %w", err)
+	}
+	return sp, nil
+}
+
+func (sp *traceSpool) trace(i int) ([]byte, error) {
+	b := make([]byte, sp.off[i+1]-sp.off[i])
+	if _, err := sp.f.ReadAt(b, sp.off[i]); err != nil {
+		return nil, fmt.Errorf("read spooled trace %d: %w", i, err)
+	}
+	return b, nil
+}
+
+func (sp *traceSpool) close() {
+	sp.f.Close()
+	os.Remove(sp.f.Name())
+}
+
+func joinIDs(msgs []store.Message) string {
+	var b strings.Builder
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(m.ID)
+	}
+	return b.String()
+}
+
+// writePushResponse writes out as writeJSON would, one message-id list at
+// a time, taking trace i's ids from ids(i) (out.MessageIDs is not read).
+func writePushResponse(w http.ResponseWriter, out *pushResponse, ids func(i int) []string) error {
+	jw := newJSONWriter(w)
+	jw.raw(`{"id":`)
+	jw.value(out.ID)
+	if out.Dataset != "" {
+		jw.raw(`,"dataset":`)
+		jw.value(out.Dataset)
+	}
+	jw.raw(`,"username":`)
+	jw.value(out.Username)
+	jw.raw(`,"message_ids":[`)
+	for i := range out.ID {
+		if i > 0 {
+			jw.raw(",")
+		}
+		jw.value(ids(i))
+	}
+	jw.raw("]")
+	if len(out.Warnings) > 0 {
+		jw.raw(`,"warnings":`)
+		jw.value(out.Warnings)
+	}
+	jw.raw("}\n")
+	return jw.flush()
+}
+
+// lazyPushBytes is the body size from which a push is decoded a second
+// time inside the store's transaction instead of held decoded (handlePush);
+// a variable so tests can send small pushes down that path.
+var lazyPushBytes = 4 << 20
+
+// gcPacer collects garbage after every gcPaceBytes of events a large
+// push decodes. Decoding allocates many times the events' size in short-
+// lived values; left to the collector's pace (vigil serve runs with
+// GOGC=400) they would pile up to several times the live heap, which a
+// large push makes large: a 50 MB push peaked at 1 GB resident.
+type gcPacer struct{ n int }
+
+// gcPaceBytes is the event bytes decoded between two collections.
+const gcPaceBytes = 256 << 10
+
+func (g *gcPacer) add(n int) {
+	if g.n += n; g.n >= gcPaceBytes {
+		g.n = 0
+		runtime.GC()
+	}
+}
+
+func messageIDs(msgs []store.Message) []string {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	return ids
 }
 
 type pushResponse struct {

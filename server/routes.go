@@ -63,6 +63,18 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "DELETE /api/v1/trace/{id}/annotation/{aid}", accessFull, s.handleAnnotationDelete)
 	s.handle(mux, "POST /api/v1/trace/{id}/annotations/update", accessFull, s.handleAnnotationsReplace)
 
+	// Dataset guardrails: CRUD, history, change feed (§9.1–9.3). Their
+	// /api/v1/dataset/{id}/… paths would conflict with the byid, byuser,
+	// list and metadata patterns above in one ServeMux, so they live in
+	// their own (guardrailRoutes) behind a catch-all that the patterns
+	// above, being more specific, take precedence over.
+	gm := http.NewServeMux()
+	s.guardrailRoutes(gm)
+	for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
+		mux.Handle(m+" /api/v1/dataset/{id}/{rest...}", gm)
+	}
+	s.handle(mux, "GET /api/v1/guardrails/changes", accessIngest, s.handleGuardrailChanges)
+
 	// Identity and keys (§12).
 	s.handle(mux, "GET /api/v1/user/identity", accessAny, s.handleIdentity)
 	s.handle(mux, "GET /api/v1/user/info", accessPublic, s.handleUserInfo)
@@ -73,6 +85,15 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "POST /api/v1/users", accessAdmin, s.idempotent(s.maxJSON, s.handleUserCreate))
 	s.handle(mux, "PATCH /api/v1/users/{id}", accessAdmin, s.handleUserUpdate)
 	s.handle(mux, "DELETE /api/v1/users/{id}", accessAdmin, s.handleUserDelete)
+
+	// Guardrails check API (§10); anonymous when check_requires_key=false.
+	check, checkAccess := newChecker(s), accessIngest
+	if s.cfg.CheckAnonymous {
+		checkAccess = accessPublic
+	}
+	s.handle(mux, "POST /api/v1/policy/check", checkAccess, check.handleCheck)
+	s.handle(mux, "POST /api/v1/policy/check/batch", checkAccess, check.handleCheckBatch)
+	s.handle(mux, "POST /api/v1/policy/load", checkAccess, check.handleLoad)
 
 	// Audit ledger (ledger.md §10).
 	s.handle(mux, "GET /api/v1/ledger/public-key", accessNone, s.handlePublicKey)
@@ -89,6 +110,13 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/ledger/agents/{agent...}", accessRead, s.handleAgentGet)
 	s.handle(mux, "DELETE /api/v1/ledger/agents/{agent...}", accessAdmin, s.handleAgentDelete)
 
+	// Findings, review queue, evals (ledger.md §8.1–8.3, §10).
+	s.handle(mux, "GET /api/v1/findings", accessRead, s.handleFindingList)
+	s.handle(mux, "GET /api/v1/findings/{id}", accessRead, s.handleFindingGet)
+	s.handle(mux, "PATCH /api/v1/findings/{id}", accessFull, s.handleFindingPatch)
+	s.handle(mux, "GET /api/v1/review-queue", accessRead, s.handleReviewQueue)
+	s.handle(mux, "GET /api/v1/evals", accessRead, s.handleEvals)
+
 	// @invariance/sdk-compatible ledger endpoints (ledger.md §10).
 	s.handle(mux, "POST /v1/sessions", accessIngest, s.idempotent(s.maxJSON, s.handleSDKSessionCreate))
 	s.handle(mux, "GET /v1/sessions/{id}", accessRead, s.handleSDKSessionGet)
@@ -103,4 +131,19 @@ func (s *Server) routes(mux *http.ServeMux) {
 
 func (s *Server) handleAPINotFound(w http.ResponseWriter, r *http.Request, _ *principal) error {
 	return notFound("no such endpoint: %s %s", r.Method, r.URL.Path)
+}
+
+// guardrailRoutes is the route table of the dataset guardrail endpoints
+// under /api/v1/dataset/{id}/ (explorer-api §9.1, §9.2).
+func (s *Server) guardrailRoutes(mux *http.ServeMux) {
+	s.handle(mux, "POST /api/v1/dataset/{id}/policy", accessFull, s.idempotent(s.maxJSON, s.handleGuardrailCreate))
+	s.handle(mux, "GET /api/v1/dataset/byuser/{username}/{name}/policy", accessIngest, s.handleGuardrailList)
+	s.handle(mux, "PUT /api/v1/dataset/{id}/policy/{policy_id}", accessFull, s.handleGuardrailUpdate)
+	s.handle(mux, "DELETE /api/v1/dataset/{id}/policy/{policy_id}", accessFull, s.handleGuardrailDelete)
+	s.handle(mux, "GET /api/v1/dataset/{id}/policy/{policy_id}/versions", accessRead, s.handleGuardrailVersions)
+	s.handle(mux, "GET /api/v1/dataset/{id}/policy/{policy_id}/versions/{n}", accessRead, s.handleGuardrailVersion)
+	s.handle(mux, "POST /api/v1/dataset/{id}/policy/{policy_id}/versions/{n}/restore", accessFull, s.handleGuardrailRestore)
+	s.handle(mux, "GET /api/v1/dataset/{id}/policy-history", accessRead, s.handlePolicyHistory)
+	s.handle(mux, "GET /api/v1/dataset/{id}/ruleset/{rv}", accessRead, s.handleRulesetAt)
+	s.handle(mux, "/", accessNone, s.handleAPINotFound)
 }

@@ -1,7 +1,8 @@
 // Package server is Vigil's HTTP API: the Explorer-compatible trace store
 // endpoints (push, append, datasets, traces, annotations, JSONL upload and
 // export, identity and API keys; spec/explorer-api.md), the audit ledger
-// endpoints (spec/ledger.md §10), health, readiness and Prometheus metrics.
+// endpoints (spec/ledger.md §10), the guardrails check API (check.go),
+// health, readiness and Prometheus metrics.
 //
 // Goals: Invariant-compatible request and response shapes where the spec
 // marks them [I]; one JSON error shape ({"detail","code"}); every request
@@ -11,20 +12,26 @@
 // as the event (proof on ingest); upload and export stream with bounded
 // memory; Idempotency-Key replay on the create endpoints (explorer-api §1.6).
 //
-// Non-goals (for now): dataset guardrails, findings, search, OTLP,
-// browser sessions, the web UI and the gateway routes, which later issues
-// add to the route table in routes.go.
+// Non-goals (for now): monitors (running guardrails on ingest), search,
+// OTLP, browser sessions, the web UI and the gateway routes, which later
+// issues add to the route table in routes.go.
 //
 // Layout: routes.go holds the whole route table; one file per resource
 // (push.go, datasets.go, traces.go, snippets.go, annotations.go, jsonl.go
 // for upload and export, keys.go, users.go, audit.go and nodes.go for the ledger,
-// agents.go, sdk.go for the @invariance/sdk endpoints, health.go);
+// agents.go, sdk.go for the @invariance/sdk endpoints, health.go;
+// check.go for /policy/check, /check/batch and /load; guardrails.go for
+// dataset guardrails and their change feed, with rulecache.go for the
+// compiled rules; findings.go and evals.go for the review queue and evals);
 // ingest.go is the normalise-and-seal pipeline every write path shares;
-// access.go, auth.go, errors.go, idempotency.go, middleware.go and
-// metrics.go are the plumbing.
+// lists.go streams the unpaginated trace lists; admission.go bounds what
+// clients can make the server hold (body idle timeout, in-flight body
+// budget, connection cap); access.go, auth.go, errors.go, idempotency.go,
+// middleware.go and metrics.go are the plumbing.
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -57,12 +64,26 @@ type Config struct {
 	// AccessLog receives one line per request (accesslog.go; nil: no
 	// access log).
 	AccessLog *slog.Logger
-	// Version is reported by /api/v1/version ("" = "dev").
+	// Version, when set and not "dev", replaces the module version of the
+	// build information that /api/v1/version reports (internal/buildinfo).
 	Version string
 	// MaxJSONBytes limits JSON request bodies (0: DefaultMaxJSONBytes).
 	MaxJSONBytes int64
 	// MaxUploadBytes limits JSONL uploads (0: DefaultMaxUploadBytes).
 	MaxUploadBytes int64
+	// BodyIdleTimeout cuts off a request body that delivers nothing for
+	// this long (408); a body that keeps delivering is never cut
+	// (0: DefaultBodyIdleTimeout; negative: no limit).
+	BodyIdleTimeout time.Duration
+	// MaxConnections caps the open connections of the listener that
+	// Server.Listener wraps; one over it gets 429 with Retry-After
+	// (0: DefaultMaxConnections; negative: no limit).
+	MaxConnections int
+	// MaxInflightBodyBytes is the memory all requests together may hold
+	// in buffered request bodies; a request that would go over it gets 429
+	// with Retry-After (0: DefaultMaxInflightBodyBytes, raised to
+	// MaxJSONBytes when smaller so one largest body always fits).
+	MaxInflightBodyBytes int64
 	// MetricsToken, when set, is a Bearer token that may read /metrics
 	// besides admin keys.
 	MetricsToken string
@@ -78,8 +99,21 @@ type Config struct {
 	// ("https://app.example.com"; "*" for any; nil: none, no CORS
 	// headers). See cors.go.
 	CORSOrigins []string
+	// CheckAnonymous lets callers without a key use the check API
+	// (guardrails.check_requires_key=false; default false: an ingest key).
+	CheckAnonymous bool
+	// CheckConcurrency bounds the policy evaluations running at once
+	// (0: GOMAXPROCS); requests beyond it wait, then get 429.
+	CheckConcurrency int
+	// CheckTimeout is the evaluation wall time of a check request
+	// (0: DefaultCheckTimeout, 5 s).
+	CheckTimeout time.Duration
 	// Now returns the current time (nil: time.Now). Tests set it.
 	Now func() time.Time
+	// RuleCacheSize is the number of compiled rules kept, by the check
+	// API and for dataset guardrails each (guardrails.cache_size; 0:
+	// DefaultRuleCacheSize). See rulecache.go.
+	RuleCacheSize int
 }
 
 // Server serves the API. Create it with New; it is safe for concurrent use.
@@ -97,7 +131,16 @@ type Server struct {
 	now     func() time.Time
 	handler http.Handler
 
+	bodyIdle time.Duration
+	maxConns int
+	budget   bodyBudget // in-flight request body bytes
+
 	authCache sync.Map // key hash -> *cachedPrincipal
+
+	// Dataset guardrails (guardrails.go, rulecache.go).
+	rules    *RuleCache
+	rulesets *rulesets
+	feed     *guardrailFeed
 }
 
 // New returns a Server for cfg.
@@ -136,9 +179,13 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.bodyIdle = cmp.Or(cfg.BodyIdleTimeout, DefaultBodyIdleTimeout)
+	s.maxConns = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
+	s.budget.limit = max(cmp.Or(cfg.MaxInflightBodyBytes, DefaultMaxInflightBodyBytes), s.maxJSON+2*bodyChunk)
+	s.startGuardrails()
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.handler = s.accessLog(s.cors(s.recoverMiddleware(mux)))
+	s.handler = s.accessLog(s.cors(s.admitMiddleware(s.recoverMiddleware(mux))))
 	return s, nil
 }
 

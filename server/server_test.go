@@ -79,6 +79,7 @@ func newTestServer(t testing.TB, st store.Store, mod ...func(*Config)) *testServ
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	return &testServer{Server: hs, srv: srv, st: st, c: client.New(hs.URL, adminKey, client.WithRetries(0)),
@@ -95,6 +96,8 @@ func (ts *testServer) do(t testing.TB, method, path, key string, body any) (int,
 		rd = strings.NewReader(b)
 	case []byte:
 		rd = bytes.NewReader(b)
+	case io.Reader: // sent chunked: its length is unknown
+		rd = b
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {

@@ -157,10 +157,6 @@ func (s *Server) handleDatasetIndices(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
-	list, err := s.st.ListTraces(r.Context(), store.TraceFilter{DatasetID: d.ID, Order: store.OrderIndex})
-	if err != nil {
-		return err
-	}
 	type row struct {
 		Index         int64    `json:"index"`
 		ID            string   `json:"id"`
@@ -168,12 +164,13 @@ func (s *Server) handleDatasetIndices(w http.ResponseWriter, r *http.Request, p 
 		HierarchyPath []string `json:"hierarchy_path"`
 		Messages      []any    `json:"messages"`
 	}
-	out := make([]row, len(list))
-	for i, t := range list {
-		out[i] = row{Index: t.Index, ID: t.ID, Name: nullString(t.Name), HierarchyPath: nonNilStrings(t.HierarchyPath), Messages: []any{}}
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return s.streamTraceList(w, r, store.TraceFilter{DatasetID: d.ID}, func(list []*store.Trace) ([]any, error) {
+		out := make([]any, len(list))
+		for i, t := range list {
+			out[i] = row{Index: t.Index, ID: t.ID, Name: nullString(t.Name), HierarchyPath: nonNilStrings(t.HierarchyPath), Messages: []any{}}
+		}
+		return out, nil
+	})
 }
 
 // maxFullTraces is the largest dataset GET …/full returns (explorer-api

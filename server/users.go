@@ -3,14 +3,14 @@ package server
 import (
 	"errors"
 	"net/http"
-	"regexp"
 
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"github.com/vigilhq/vigil/store"
 )
 
 // User administration (explorer-api §12.2, admin keys only).
 
-var usernameRx = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+var usernameRx = lazyregexp.New(`^[a-zA-Z0-9_.-]{1,64}$`)
 
 type userJSON struct {
 	ID          string  `json:"id"`

@@ -498,6 +498,21 @@ type Findings interface {
 	// its history. ErrConflict for any other transition (including to the
 	// same status); ErrNotFound when absent.
 	SetFindingStatus(ctx context.Context, id, to, by, note string, at time.Time) (*Finding, error)
+	// ListEvalCases returns the eval cases of spec/ledger.md §8.3: one per
+	// run whose metadata holds eval: {suite, case} with two non-empty
+	// strings, of ownerID ("" = every owner) and of suite ("" = every
+	// suite), oldest first (TimeCreated, then run id). Runs with any other
+	// eval member are left out.
+	ListEvalCases(ctx context.Context, ownerID, suite string) ([]EvalCase, error)
+}
+
+// EvalCase is a run that is an eval case (spec/ledger.md §8.3).
+type EvalCase struct {
+	Suite       string
+	Case        string
+	RunID       string
+	OwnerID     string
+	TimeCreated time.Time
 }
 
 // MCP stores MCP sessions and tool pins (explorer-api §13, gateway.md
@@ -973,13 +988,21 @@ type PushRequest struct {
 	// Close closes sessions of traces pushed with a finished Status; nil
 	// leaves them open.
 	Close CloseFunc
+	// Prepare, when set, is called in the transaction for each trace, in
+	// order (again if the transaction is retried), just before the store
+	// writes it: it fills in nt.Messages, which the store lets go once
+	// the trace's rows are queued (nt.Messages is then nil and the
+	// result's trace has no Messages). A push too large to hold decoded
+	// in memory uses it. An error aborts the push. Nil: Messages are set
+	// in Traces.
+	Prepare func(i int, nt *NewTrace) error
 }
 
 // PushResult is the outcome of PushTraces.
 type PushResult struct {
 	Dataset        *Dataset // nil for snippets
 	DatasetCreated bool
-	Traces         []*Trace // in request order, with messages
+	Traces         []*Trace // in request order, with messages (none with Prepare)
 }
 
 // AppendRequest is the input of AppendEvents.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -90,17 +91,18 @@ func (e *AddressError) Unwrap() error { return ErrAddress }
 var RootAddress = Address{Root: true}
 
 // smallInts caches the decimal text of small indices (addresses are built
-// for every flattened item).
-var smallInts = func() (s [1024]string) {
+// for every flattened item). It is filled on first use, not at start-up.
+var smallInts = sync.OnceValue(func() (s *[1024]string) {
+	s = new([1024]string)
 	for i := range s {
 		s[i] = strconv.Itoa(i)
 	}
 	return s
-}()
+})
 
 func itoa(i int) string {
-	if i >= 0 && i < len(smallInts) {
-		return smallInts[i]
+	if i >= 0 && i < 1024 {
+		return smallInts()[i]
 	}
 	return strconv.Itoa(i)
 }

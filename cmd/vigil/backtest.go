@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigilhq/vigil/client"
 )
@@ -209,7 +210,34 @@ func backtestError(policyFile, compareFile, dataset string, err error) error {
 		if field != "" {
 			msg = strings.Replace(msg, field+":", file+":", 1)
 		}
-		return exitCode(2, "backtest: "+msg)
+		return exitCode(2, "backtest: "+msg+sourceCaret(file, ae.Body["errors"]))
 	}
 	return fmt.Errorf("backtest %s: %w", dataset, err)
+}
+
+// sourceCaret renders the line of file that the first of errs
+// ([{line, column, message}] of a policy_invalid answer) points at, with
+// a caret under the column, as vigil check shows load errors; "" when
+// that cannot be done.
+func sourceCaret(file string, errs any) string {
+	list, _ := errs.([]any)
+	if len(list) == 0 {
+		return ""
+	}
+	first, _ := list[0].(map[string]any)
+	line, _ := first["line"].(float64)
+	col, _ := first["column"].(float64)
+	src, err := os.ReadFile(file)
+	lines := strings.Split(string(src), "\n")
+	if err != nil || line < 1 || int(line) > len(lines) || col < 1 {
+		return ""
+	}
+	text := strings.TrimRight(lines[int(line)-1], "\r")
+	pad := []rune(text)[:min(int(col)-1, utf8.RuneCountInString(text))]
+	for i, r := range pad {
+		if r != '\t' {
+			pad[i] = ' '
+		}
+	}
+	return "\n    " + text + "\n    " + string(pad) + "^"
 }

@@ -107,10 +107,12 @@ policy go to standard error.
 Exit status: 0 no violation, 1 violations, 2 load, input or analysis error,
 3 rule failures without violations.
 
-Model-backed detectors (moderated, llm, PERSON/LOCATION, ...) call the
-OpenAI-compatible endpoint of --detectors-base-url (env
+Model-backed detectors (moderated, llm, prompt_injection with a model, ...)
+call the OpenAI-compatible endpoint of --detectors-base-url (env
 VIGIL_DETECTORS_BASE_URL, or detectors.base_url in the configuration
-file); without one, a policy using them fails to load.`, stderr)
+file); without one, a policy using them fails to load. pii finds PERSON
+and LOCATION offline, or asks the endpoint when one is set; an entities
+type that no recogniser reports is a load warning.`, stderr)
 	detCfg.RegisterFlags(fs)
 	fs.String("config", "", configUsage)
 	fs.StringVar(&cfg.policyFile, "policy", "", "policy `FILE` (required)")

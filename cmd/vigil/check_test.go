@@ -65,6 +65,11 @@ func TestCheck(t *testing.T) {
 			stdout: []string{`{"index":0,`, `{"summary":{"traces":1,"traces_with_violations":0,"violations":0,"failures":0,"errors":0}}`}, jsonErrors: -1},
 		{name: "load warning", args: []string{"--policy", dir + "nonbool.pol", "--trace", dir + "clean.json"}, code: 0,
 			stdout: []string{"0 violation(s)"}, stderr: []string{"warning: testdata/check/nonbool.pol:3:5:", "not bool"}, jsonErrors: -1},
+		// issue_18_names_offline: PERSON works without a model, and a type
+		// no recogniser reports is a load warning, not a silent gap.
+		{name: "pii names offline, unknown entity warned", args: []string{"--policy", dir + "names.pol", "--trace", dir + "names.json"}, code: 1,
+			stdout: []string{"violation 1: personal data", `messages.0.content:13-26: "Please email [[Angela Merkel]] in Berlin`, "1 violation(s)"},
+			stderr: []string{"warning: testdata/check/names.pol:5:33: pii: no recogniser reports entity NRP, so it is never found (configure detectors.base_url for a model that does)"}, jsonErrors: -1},
 		{name: "step budget", args: []string{"--policy", dir + "email.pol", "--trace", dir + "inbox.json", "--max-steps", "1"}, code: 3,
 			stdout: []string{"failure: rule 0 at testdata/check/email.pol:3:1: budget_exceeded: rule exceeded its evaluation budget of 1 steps"}, jsonErrors: -1},
 		{name: "violation budget text", args: []string{"--policy", dir + "echo.pol", "--trace", "-", "--max-violations", "2"}, stdin: `[{"role":"user","content":"x1"},{"role":"user","content":"x2"},{"role":"user","content":"x3"}]`, code: 1,

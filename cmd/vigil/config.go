@@ -10,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/vigilhq/vigil/detect"
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -30,9 +30,9 @@ import (
 // with a suggestion, so a typo never silently does nothing. What takes
 // effect in this build (inEffect) is: listen, data_dir, db, tls, log,
 // cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
-// metrics, ledger.key_file and detectors (limits: see the Limits field).
-// auth.session_ttl and auth.secure_cookies apply to browser sessions of
-// the web UI, and otlp, guardrails, ledger.close_idle_after and gateway to
+// metrics, ledger.key_file, detectors and guardrails (limits: see the
+// Limits field). auth.session_ttl and auth.secure_cookies apply to browser
+// sessions of the web UI, and otlp, ledger.close_idle_after and gateway to
 // parts not in this build: they are validated and otherwise unused, and
 // vigil serve logs which of them the file sets.
 //
@@ -64,16 +64,25 @@ type fileConfig struct {
 		Token  string `yaml:"token"`
 		Public *bool  `yaml:"public"`
 	} `yaml:"metrics"`
-	TLS         tlsConfig     `yaml:"tls"`
-	CORSOrigins []string      `yaml:"cors_origins"`
-	Auth        authConfig    `yaml:"auth"`
-	Sharing     sharingConfig `yaml:"sharing"`
-	// Limits is the limits section, read by the body-limit wiring
-	// (accepted whole here).
-	Limits     yaml.Node        `yaml:"limits"`
-	OTLP       otlpConfig       `yaml:"otlp"`
-	Guardrails guardrailsConfig `yaml:"guardrails"`
-	Gateway    gatewayConfig    `yaml:"gateway"`
+	TLS         tlsConfig        `yaml:"tls"`
+	CORSOrigins []string         `yaml:"cors_origins"`
+	Auth        authConfig       `yaml:"auth"`
+	Sharing     sharingConfig    `yaml:"sharing"`
+	Limits      limitsConfig     `yaml:"limits"`
+	OTLP        otlpConfig       `yaml:"otlp"`
+	Guardrails  guardrailsConfig `yaml:"guardrails"`
+	Gateway     gatewayConfig    `yaml:"gateway"`
+}
+
+// limitsConfig is the limits section: request body sizes and the
+// server's admission limits (vigil serve). Zero values mean the defaults.
+type limitsConfig struct {
+	MaxJSONBytes         size     `yaml:"max_json_bytes"`
+	MaxUploadBytes       size     `yaml:"max_upload_bytes"`
+	MaxOTLPBytes         size     `yaml:"max_otlp_bytes"`
+	BodyIdleTimeout      duration `yaml:"body_idle_timeout"`
+	MaxConnections       int      `yaml:"max_connections"`
+	MaxInflightBodyBytes size     `yaml:"max_inflight_body_bytes"`
 }
 
 // tlsConfig is the tls section: with both files set, vigil serve speaks
@@ -103,7 +112,8 @@ type otlpConfig struct {
 	DefaultDataset string `yaml:"default_dataset"`
 }
 
-// guardrailsConfig is the guardrails section (not in this build).
+// guardrailsConfig is the guardrails section: the check API's rule cache
+// size (0: 1024) and whether it needs an API key (default true).
 type guardrailsConfig struct {
 	CacheSize        int   `yaml:"cache_size"`
 	CheckRequiresKey *bool `yaml:"check_requires_key"`
@@ -233,6 +243,9 @@ func (c *fileConfig) validate() error {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("tls: set both cert_file and key_file, or neither")
 	}
+	if c.Guardrails.CacheSize < 0 {
+		return fmt.Errorf("guardrails.cache_size is %d, want 0 (the default, 1024) or more", c.Guardrails.CacheSize)
+	}
 	for i, o := range c.CORSOrigins {
 		if err := checkOrigin(o); err != nil {
 			return fmt.Errorf("cors_origins[%d]: %w", i, err)
@@ -242,7 +255,7 @@ func (c *fileConfig) validate() error {
 }
 
 // usernameRx is the username syntax of explorer-api §1.4.
-var usernameRx = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+var usernameRx = lazyregexp.New(`^[a-zA-Z0-9_.-]{1,64}$`)
 
 // checkOrigin accepts "*" or a browser origin: scheme://host[:port],
 // without a path.
@@ -304,7 +317,9 @@ func nodeKind(n *yaml.Node) string {
 // file sets is accepted and reported by notInEffect.
 var inEffect = []string{
 	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth.admin_username",
-	"auth.anonymous_read_public", "sharing", "limits", "metrics", "ledger.key_file", "detectors",
+	"auth.anonymous_read_public", "sharing", "limits.max_json_bytes", "limits.max_upload_bytes",
+	"limits.body_idle_timeout", "limits.max_connections", "limits.max_inflight_body_bytes", "metrics", "ledger.key_file", "detectors",
+	"guardrails",
 }
 
 // notInEffect returns the keys the file sets that this build does not use;

@@ -66,6 +66,22 @@ gateway:            # accepted, not read yet
 				t.Errorf("decoded %+v", c)
 			}
 		}},
+		{name: "limits", yaml: `
+limits:
+  max_json_bytes: 64MiB
+  max_upload_bytes: 1073741824
+  max_otlp_bytes: 16MiB   # decoded; OTLP ingest is not in this build
+  body_idle_timeout: 5s
+  max_connections: 200
+  max_inflight_body_bytes: 512MiB
+`, check: func(t *testing.T, c *fileConfig) {
+			want := limitsConfig{MaxJSONBytes: 64 << 20, MaxUploadBytes: 1 << 30, MaxOTLPBytes: 16 << 20, BodyIdleTimeout: duration(5 * time.Second),
+				MaxConnections: 200, MaxInflightBodyBytes: 512 << 20}
+			if c.Limits != want {
+				t.Errorf("limits = %+v, want %+v", c.Limits, want)
+			}
+		}},
+		{name: "bad size", yaml: "limits:\n  max_inflight_body_bytes: lots\n", wantErr: `line 2: "lots" is not a size such as 32MiB`},
 		{name: "typo with suggestion", yaml: "listen: x\ndetector:\n  base_url: y\n", wantErr: `line 2: unknown key "detector" (did you mean "detectors"?)`},
 		{name: "unknown without suggestion", yaml: "wibble: 1\n", wantErr: `unknown key "wibble"`},
 		{name: "bad duration", yaml: "detectors:\n  timeout: soon\n", wantErr: `line 2: "soon" is not a duration`},
@@ -135,7 +151,7 @@ func TestFullConfigFile(t *testing.T) {
 		time.Duration(c.Gateway.Stream.CheckMaxDelay) != 50*time.Millisecond || c.Gateway.MCP.RugPullAction.Value != "block" {
 		t.Errorf("decoded %+v", c)
 	}
-	want := "otlp,guardrails,ledger.close_idle_after,gateway,auth.session_ttl,auth.secure_cookies"
+	want := "otlp,ledger.close_idle_after,gateway,auth.session_ttl,auth.secure_cookies,limits.max_otlp_bytes"
 	got := c.notInEffect()
 	slices.Sort(got)
 	w := strings.Split(want, ",")

@@ -35,6 +35,7 @@ func newInProcessServer(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	return hs.URL, ledger.PublicKeyHex(ledger.PublicOf(key))

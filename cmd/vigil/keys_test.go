@@ -35,7 +35,7 @@ func serveDir(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
-	t.Cleanup(func() { hs.Close(); st.Close() })
+	t.Cleanup(func() { hs.Close(); srv.Close(); st.Close() })
 	return hs.URL
 }
 
@@ -193,6 +193,7 @@ func TestKeysPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer srv.Close()
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	id, err := client.New(hs.URL, strings.TrimSpace(key)).Identity(ctx)

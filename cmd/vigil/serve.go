@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vigilhq/vigil/detect"
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
@@ -54,15 +55,29 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"With --db and no --data-dir or --ledger-key-file nothing is written to the local disk:\n"+
 			"the ledger signing key is kept in the database, shared by every server using it.\n"+
 			"Every request is logged (method, path, status, bytes, duration, key id) at level info.\n"+
-			"The garbage collector runs with GOGC=400 unless GOGC is set.", stderr)
+			"The garbage collector runs with GOGC=400 unless GOGC is set.\n"+
+			"The check API (POST /api/v1/policy/check) calls model-backed detectors at\n"+
+			"--detectors-base-url (detectors.base_url); without one, rules using them fail to load.", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	detCfg, err := fc.detectorConfig()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	detCfg.RegisterFlags(fs)
 	listen := fs.String("listen", envOr("VIGIL_LISTEN", fc.Listen), "listen address (env VIGIL_LISTEN; PORT sets the port)")
 	where := addStoreFlags(fs, fc)
 	dataDir := &where.dataDir
 	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", fc.Ledger.KeyFile), "ledger signing key file (default <data-dir>/ledger.key, or the database with --db; VIGIL_LEDGER_KEY holds the seed itself)")
+	lim := fc.Limits
+	bodyIdle := fs.Duration("body-idle-timeout", cmp.Or(envDuration("VIGIL_LIMITS_BODY_IDLE_TIMEOUT"), time.Duration(lim.BodyIdleTimeout), server.DefaultBodyIdleTimeout),
+		"cut off a request body that sends nothing for this long (env VIGIL_LIMITS_BODY_IDLE_TIMEOUT; config limits.body_idle_timeout; 0: no limit)")
+	maxConns := fs.Int("max-connections", cmp.Or(envInt("VIGIL_LIMITS_MAX_CONNECTIONS"), lim.MaxConnections, server.DefaultMaxConnections),
+		"open connections at most; more get 429 (env VIGIL_LIMITS_MAX_CONNECTIONS; config limits.max_connections; -1: no limit)")
+	maxInflight := fs.String("max-inflight-body-bytes", cmp.Or(os.Getenv("VIGIL_LIMITS_MAX_INFLIGHT_BODY_BYTES"), sizeString(int64(lim.MaxInflightBodyBytes)), sizeString(server.DefaultMaxInflightBodyBytes)),
+		"memory all request bodies in flight may hold; more get 429 (env VIGIL_LIMITS_MAX_INFLIGHT_BODY_BYTES; config limits.max_inflight_body_bytes)")
 	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format.Value, "text")), "log format: text or json")
 	logLevel := fs.String("log-level", envOr("VIGIL_LOG_LEVEL", cmp.Or(fc.Log.Level.Value, "info")), "log level: debug, info, warn or error (env VIGIL_LOG_LEVEL)")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -71,6 +86,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	opts, err := serveSettings(fc)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if err := detect.Configure(detCfg); err != nil {
+		return fmt.Errorf("serve: detectors: %w", err)
 	}
 	setServerGC()
 	if *listen == "" {
@@ -122,6 +140,8 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		AnonymousReadPublic: opts.anonymousReadPublic,
 		SharingDisabled:     !opts.sharing,
 		CORSOrigins:         fc.CORSOrigins,
+		RuleCacheSize:       opts.ruleCacheSize,
+		CheckAnonymous:      !opts.checkRequiresKey,
 	}
 	if cfg.MaxJSONBytes, err = envSize("VIGIL_LIMITS_MAX_JSON_BYTES"); err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -129,16 +149,30 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if cfg.MaxUploadBytes, err = envSize("VIGIL_LIMITS_MAX_UPLOAD_BYTES"); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	cfg.MaxJSONBytes = cmp.Or(cfg.MaxJSONBytes, int64(lim.MaxJSONBytes))
+	cfg.MaxUploadBytes = cmp.Or(cfg.MaxUploadBytes, int64(lim.MaxUploadBytes))
+	cfg.BodyIdleTimeout, cfg.MaxConnections = *bodyIdle, *maxConns
+	if *bodyIdle <= 0 {
+		cfg.BodyIdleTimeout = -1 // no limit
+	}
+	if cfg.MaxInflightBodyBytes, err = parseSize(*maxInflight); err != nil {
+		return fmt.Errorf("serve: --max-inflight-body-bytes: %w", err)
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	// Headers must arrive within ReadHeaderTimeout and a kept-alive
+	// connection may idle IdleTimeout; bodies have the server's per-read
+	// idle timeout instead of a whole-request one, so long uploads that
+	// keep sending are never cut. No WriteTimeout: exports stream.
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 	}
+	hs.RegisterOnShutdown(func() { srv.Close() }) // answers held change-feed requests at once
 	scheme := "http"
 	if opts.certFile != "" {
 		cert, err := tls.LoadX509KeyPair(opts.certFile, opts.keyFile)
@@ -168,10 +202,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	errc := make(chan error, 1)
 	go func() {
 		if hs.TLSConfig != nil {
-			errc <- hs.ServeTLS(ln, "", "")
+			errc <- hs.ServeTLS(srv.Listener(ln), "", "")
 			return
 		}
-		errc <- hs.Serve(ln)
+		errc <- hs.Serve(srv.Listener(ln))
 	}()
 	select {
 	case err := <-errc:
@@ -268,6 +302,8 @@ type serveOptions struct {
 	sharing             bool
 	metricsPublic       bool
 	certFile, keyFile   string
+	ruleCacheSize       int  // guardrails.cache_size (0: the server's default)
+	checkRequiresKey    bool // guardrails.check_requires_key
 }
 
 // serveSettings resolves the auth, sharing, metrics and tls settings:
@@ -288,9 +324,16 @@ func serveSettings(fc *fileConfig) (serveOptions, error) {
 		{"VIGIL_AUTH_ANONYMOUS_READ_PUBLIC", fc.Auth.AnonymousReadPublic, false, &o.anonymousReadPublic},
 		{"VIGIL_SHARING_ENABLED", fc.Sharing.Enabled, true, &o.sharing},
 		{"VIGIL_METRICS_PUBLIC", fc.Metrics.Public, false, &o.metricsPublic},
+		{"VIGIL_GUARDRAILS_CHECK_REQUIRES_KEY", fc.Guardrails.CheckRequiresKey, true, &o.checkRequiresKey},
 	} {
 		if *b.dst, err = envBoolOr(b.env, b.file, b.def); err != nil {
 			return o, err
+		}
+	}
+	o.ruleCacheSize = fc.Guardrails.CacheSize
+	if v := strings.TrimSpace(os.Getenv("VIGIL_GUARDRAILS_CACHE_SIZE")); v != "" {
+		if o.ruleCacheSize, err = strconv.Atoi(v); err != nil || o.ruleCacheSize < 0 {
+			return o, fmt.Errorf("VIGIL_GUARDRAILS_CACHE_SIZE: want a number of rules, 0 or more, got %q", v)
 		}
 	}
 	if o.adminUsername != "" && !usernameRx.MatchString(o.adminUsername) {
@@ -384,6 +427,36 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// envInt is the integer in environment variable name (0 when unset or
+// not an integer).
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
+}
+
+// envDuration is the duration in environment variable name (0 when unset
+// or not a duration).
+func envDuration(name string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(name))
+	return d
+}
+
+// sizeString writes n with the largest exact KiB/MiB/GiB suffix ("" for 0).
+func sizeString(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n%u.m == 0 {
+			return strconv.FormatInt(n/u.m, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func envBool(name string) bool {

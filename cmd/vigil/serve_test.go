@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -292,5 +293,72 @@ func TestEnvSize(t *testing.T) {
 		if (err != nil) != tt.err || got != tt.want {
 			t.Errorf("envSize(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.err)
 		}
+	}
+}
+
+// TestServeLimitsFromConfig: the config file's limits section reaches the
+// server: max_json_bytes (413), max_connections (429 with Retry-After)
+// and body_idle_timeout (408).
+func TestServeLimitsFromConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "vigil.yaml")
+	os.WriteFile(cfg, []byte("limits:\n  max_json_bytes: 1KiB\n  max_connections: 2\n  body_idle_timeout: 2s\n"), 0o644)
+	p := startServe(t, filepath.Join(dir, "data"), "VIGIL_CONFIG="+cfg, "VIGIL_API_KEY="+testKey)
+	addr := strings.TrimPrefix(p.url, "http://")
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	status := func(c net.Conn, br *bufio.Reader) (int, string) {
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("read response: %v", err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	push := func(length int, part string) string {
+		return fmt.Sprintf("POST /api/v1/push/trace HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", testKey, length, part)
+	}
+	// Two connections stall in their bodies; a third is over the limit.
+	var held [2]struct {
+		c  net.Conn
+		br *bufio.Reader
+	}
+	for i := range held {
+		held[i].c, held[i].br = dial()
+		io.WriteString(held[i].c, push(500, `{"messages":`))
+	}
+	time.Sleep(200 * time.Millisecond)
+	c, br := dial()
+	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if code, ra := status(c, br); code != http.StatusTooManyRequests || ra == "" {
+		t.Errorf("third connection: %d (Retry-After %q), want 429 with Retry-After", code, ra)
+	}
+	// The stalled bodies are cut off after the idle timeout.
+	for _, h := range held {
+		if code, _ := status(h.c, h.br); code != http.StatusRequestTimeout {
+			t.Errorf("stalled body: %d, want 408", code)
+		}
+	}
+	// A body over max_json_bytes is refused (once the server has closed
+	// the cut-off connections and freed their slots).
+	body := `{"messages":[[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]]}`
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c, br = dial()
+		io.WriteString(c, push(len(body), body))
+		code, _ := status(c, br)
+		if code == http.StatusTooManyRequests && time.Now().Before(deadline) {
+			continue
+		}
+		if code != http.StatusRequestEntityTooLarge {
+			t.Errorf("2 KB push: %d, want 413", code)
+		}
+		break
 	}
 }

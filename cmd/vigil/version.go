@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
+
+	"github.com/vigilhq/vigil/internal/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
+// version, when set at build time with -ldflags "-X main.version=v1.2.3",
+// replaces the module version of the build information.
 var version = "dev"
 
 func init() {
@@ -17,15 +18,13 @@ func init() {
 }
 
 func runVersion(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", "version", "Print the version of vigil and the Go toolchain it was built with.", stderr)
+	fs := newFlagSet("version", "version", "Print the version of vigil, the commit it was built from and the Go toolchain\n"+
+		"that built it, as GET /api/v1/version reports them (\"dev\" and \"commit unknown\"\n"+
+		"for a build without version control information).", stderr)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		v = bi.Main.Version
-	}
-	fmt.Fprintf(stdout, "vigil %s (%s, %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(stdout, "vigil %s\n", buildinfo.Read(version))
 	return nil
 }
 

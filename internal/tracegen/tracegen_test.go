@@ -26,3 +26,17 @@ func TestAgentRunIsAValidTrace(t *testing.T) {
 		t.Fatalf("AgentRuns(4, 5) shape %d×%d", len(runs), len(runs[3]))
 	}
 }
+
+func TestGuardrailRunIsAValidTrace(t *testing.T) {
+	for _, n := range []int{1, 4, 300, 1001} {
+		run := GuardrailRun(n)
+		data, _ := json.Marshal(run)
+		tr, err := trace.Decode(data)
+		if err != nil {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+		if len(run) != n || len(tr.Events) < n {
+			t.Fatalf("GuardrailRun(%d): %d values, %d events decoded", n, len(run), len(tr.Events))
+		}
+	}
+}

@@ -326,6 +326,9 @@ const (
 	CapPIILocation    = "pii:LOCATION"           // pii with entities naming LOCATION, or <LOCATION>
 	CapModerated      = "moderated"              // <MODERATED> in a pattern
 	CapInjectionModel = "prompt_injection:model" // prompt_injection with model=
+	// CapPIIModel: an entity recogniser that answers pii entity types
+	// with no capability "pii:TYPE" of their own.
+	CapPIIModel = "pii:*"
 )
 
 var capabilities = map[string]bool{}

@@ -3,12 +3,13 @@ package builtin
 import (
 	"fmt"
 	"math/big"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/dlclark/regexp2"
+
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 )
 
 // Compare orders two values (spec §6.2): numbers with numbers, strings with
@@ -418,7 +419,7 @@ func (e *Env) FullMatch(pattern, s string) (bool, error) {
 	return m, nil
 }
 
-var flagsRE = regexp.MustCompile(`^(\(\?[aiLmsux]+\))+`)
+var flagsRE = lazyregexp.New(`^(\(\?[aiLmsux]+\))+`)
 
 func leadingFlags(p string) (string, string) {
 	loc := flagsRE.FindStringIndex(p)
@@ -558,7 +559,7 @@ func fnViolation(c *Call) (Value, error) {
 
 // linkRE is the links pattern of spec §13.3. Its "word characters" are
 // Python's Unicode \w (letters, numbers, underscore), not RE2's ASCII \w.
-var linkRE = regexp.MustCompile(`https?://(?:[\p{L}\p{N}_.\-]|%[0-9A-Fa-f]{2})+(?:/[^ \n"]*)*`)
+var linkRE = lazyregexp.New(`https?://(?:[\p{L}\p{N}_.\-]|%[0-9A-Fa-f]{2})+(?:/[^ \n"]*)*`)
 
 // Links returns the URLs of spec §13.3 in s, without repeats, in order.
 func Links(s string, seen map[string]bool) []string {

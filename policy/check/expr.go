@@ -658,6 +658,11 @@ func (c *checker) piiEntities(pos syntax.Pos, v any) {
 		if s, ok := it.(string); ok {
 			if capName, ok := piiEntities[s]; ok {
 				c.capability(pos, capName, "pii")
+			} else if _, ok := c.u.Capability("pii:" + s); !ok {
+				// No silent gaps (§13.4): a type nothing reports.
+				if cfg, ok := c.u.Capability(CapPIIModel); !ok {
+					c.warnf(pos, "pii: no recogniser reports entity %s, so it is never found (configure %s for a model that does)", s, cfg)
+				}
 			}
 		}
 	}

@@ -61,6 +61,7 @@ type Symbol struct {
 const (
 	CapPIIPerson      = "pii:PERSON"             // pii with entities naming PERSON, or <PERSON>
 	CapPIILocation    = "pii:LOCATION"           // pii with entities naming LOCATION, or <LOCATION>
+	CapPIIModel       = "pii:*"                  // pii with entities naming a type without a "pii:TYPE" capability
 	CapModerated      = "moderated"              // <MODERATED> in a pattern
 	CapInjectionModel = "prompt_injection:model" // prompt_injection with model=
 )

@@ -21,6 +21,7 @@ func init() {
 	register("PushIndicesAndBytes", testPushIndices)
 	register("PushExplicitIndicesAndIDs", testPushExplicit)
 	register("PushAtomic", testPushAtomic)
+	register("PushPrepare", testPushPrepare)
 	register("PushConcurrent", testPushConcurrent)
 	register("Append", testAppend)
 	register("AppendConcurrentChain", testAppendConcurrent)
@@ -755,5 +756,52 @@ func testIterTraceEvents(t *testing.T, s store.Store) {
 	}
 	if gotErr == nil {
 		t.Error("IterTraceEvents with a cancelled context yielded no error")
+	}
+}
+
+// testPushPrepare: PushRequest.Prepare fills each trace's events late,
+// the store lets them go once queued, and a push large enough to be
+// written in several pieces is still one transaction.
+func testPushPrepare(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	u := newUser(t, s, "u")
+	big := strings.Repeat("x", 1<<20) // 3 traces × 2 events of 1 MiB: written in pieces
+	mk := func(i int) []store.Message {
+		return []store.Message{event(fmt.Sprintf("p%d-0", i), "user", big), event(fmt.Sprintf("p%d-1", i), "assistant", fmt.Sprint(i))}
+	}
+	prepare := func(fail int) func(int, *store.NewTrace) error {
+		return func(i int, nt *store.NewTrace) error {
+			if i == fail {
+				return errors.New("boom")
+			}
+			nt.Messages = mk(i)
+			return nil
+		}
+	}
+	req := store.PushRequest{OwnerID: u.ID, DatasetName: "prep", CreateIfMissing: true, Seal: chainSeal,
+		Traces: make([]store.NewTrace, 3), Prepare: prepare(2)}
+	_, err := s.PushTraces(ctx, req)
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	n, err := s.CountTraces(ctx, store.TraceFilter{OwnerID: u.ID})
+	must(t, err)
+	if n != 0 {
+		t.Errorf("%d traces after a push whose Prepare failed", n)
+	}
+	req.Traces, req.Prepare = make([]store.NewTrace, 3), prepare(-1)
+	res, err := s.PushTraces(ctx, req)
+	must(t, err)
+	for i, tr := range res.Traces {
+		if tr.Messages != nil || req.Traces[i].Messages != nil {
+			t.Errorf("trace %d: events still held after the push", i)
+		}
+		got, err := s.GetTrace(ctx, tr.ID, true)
+		must(t, err)
+		want := mk(i)
+		if got.Index != int64(i) || len(got.Messages) != 2 || got.Messages[0].ID != want[0].ID || string(got.Messages[1].Data) != string(want[1].Data) {
+			t.Fatalf("trace %d stored as index %d with %d messages", i, got.Index, len(got.Messages))
+		}
+		checkChain(t, s, tr.SessionID, 2)
 	}
 }

@@ -196,3 +196,47 @@ func (s *Store) SetFindingStatus(ctx context.Context, id, to, by, note string, a
 	}
 	return f, nil
 }
+
+// ListEvalCases implements store.Findings. The text filter on "eval" only
+// narrows the scan; each candidate's metadata is decoded and checked.
+func (s *Store) ListEvalCases(ctx context.Context, ownerID, suite string) ([]store.EvalCase, error) {
+	var p params
+	q := `SELECT id, owner_id, metadata, time_created FROM traces WHERE metadata LIKE '%"eval"%'`
+	if ownerID != "" {
+		q += ` AND owner_id = ` + p.add(ownerID)
+	}
+	q += ` ORDER BY time_created, id`
+	rows, err := s.b.Reader().Query(ctx, q, p.args...)
+	if err != nil {
+		return nil, fmt.Errorf("list eval cases: %w", err)
+	}
+	defer rows.Close()
+	out := []store.EvalCase{}
+	for rows.Next() {
+		var c store.EvalCase
+		var md string
+		var tc int64
+		if err := rows.Scan(&c.RunID, &c.OwnerID, &md, &tc); err != nil {
+			return nil, fmt.Errorf("list eval cases: %w", err)
+		}
+		var m struct {
+			Eval *struct {
+				Suite *string `json:"suite"`
+				Case  *string `json:"case"`
+			} `json:"eval"`
+		}
+		if json.Unmarshal([]byte(md), &m) != nil || m.Eval == nil || m.Eval.Suite == nil || m.Eval.Case == nil ||
+			*m.Eval.Suite == "" || *m.Eval.Case == "" {
+			continue
+		}
+		c.Suite, c.Case, c.TimeCreated = *m.Eval.Suite, *m.Eval.Case, fromMicros(tc)
+		if suite != "" && c.Suite != suite {
+			continue
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list eval cases: %w", err)
+	}
+	return out, nil
+}

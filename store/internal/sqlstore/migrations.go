@@ -1,8 +1,9 @@
 package sqlstore
 
 import (
-	"regexp"
 	"strings"
+
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 )
 
 // Migrations returns the append-only migration list for kind ("sqlite" or
@@ -32,7 +33,7 @@ func Migrations(kind string) []string {
 }
 
 // textColumn matches a TEXT column declaration.
-var textColumn = regexp.MustCompile(`(?m)^(\t[a-z_0-9]+) TEXT\b`)
+var textColumn = lazyregexp.New(`(?m)^(\t[a-z_0-9]+) TEXT\b`)
 
 var migrations = []string{
 	// 1: accounts, datasets, traces, messages, annotations, tool registry,

@@ -244,15 +244,23 @@ func (s *Store) IterTraces(ctx context.Context, datasetID string, opt store.Iter
 				yield(nil, fmt.Errorf("export dataset %s: %w", datasetID, err))
 				return
 			}
-			for _, t := range page {
+			n := len(page)
+			if n == 0 {
+				return
+			}
+			after = page[n-1].Index
+			for i, t := range page {
+				// Drop each trace once yielded, so a page's events are
+				// collectable while the rest are written and while the
+				// next page loads: an export holds about one page.
+				page[i] = nil
 				if !yield(t, nil) {
 					return
 				}
 			}
-			if len(page) < size {
+			if n < size {
 				return
 			}
-			after = page[len(page)-1].Index
 		}
 	}
 }

@@ -250,6 +250,10 @@ func anchor(a *store.Annotation, traceID, ownerID string, lookup func(i int) (st
 	return nil
 }
 
+// pushFlushBytes is how many bytes of events and receipts PushTraces
+// queues before it writes them (inside the push's transaction).
+const pushFlushBytes = 4 << 20
+
 // PushTraces implements store.Traces. It writes in three phases so the
 // dataset row, which serialises pushes into one dataset, stays locked only
 // briefly: find (or create) the dataset; write sessions, events, receipts
@@ -279,8 +283,14 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 
 		batchIDs := make(map[string]bool, len(req.Traces))
 		var b Batch
+		pending := 0 // event and receipt bytes queued in b
 		for i := range req.Traces {
 			nt := &req.Traces[i]
+			if req.Prepare != nil {
+				if err := req.Prepare(i, nt); err != nil {
+					return err
+				}
+			}
 			t, err := s.newTrace(ctx, tx, req, nt, batchIDs, at)
 			if err != nil {
 				return err
@@ -336,6 +346,26 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			b.Insert("receipts", receiptColList, recRows)
 			b.Insert("annotations", annotationColList, annRows)
 			res.Traces = append(res.Traces, t)
+			for j := range msgs {
+				pending += len(msgs[j].Data)
+			}
+			for j := range recs {
+				pending += len(recs[j].Text)
+			}
+			if req.Prepare != nil {
+				// The rows hold what is written; the events can go.
+				nt.Messages, t.Messages = nil, nil
+			}
+			// A large push is written as it is sealed, in the same
+			// transaction, so its rows and receipts never all sit in
+			// memory at once (issue 17: a push's peak memory stays a small
+			// multiple of its body).
+			if pending >= pushFlushBytes {
+				if err := tx.RunBatch(ctx, coalesce(&b)); err != nil {
+					return s.conflict(err, "push")
+				}
+				b, pending = Batch{}, 0
+			}
 		}
 		if err := tx.RunBatch(ctx, coalesce(&b)); err != nil {
 			return s.conflict(err, "push")
