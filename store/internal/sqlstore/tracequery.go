@@ -284,15 +284,20 @@ func (s *Store) IterTraceEvents(ctx context.Context, datasetID string, opt store
 				yield(nil, fmt.Errorf("read dataset %s: %w", datasetID, err))
 				return
 			}
-			for _, te := range page {
+			n := len(page)
+			if n == 0 {
+				return
+			}
+			after = page[n-1].Trace.Index
+			for i, te := range page {
+				page[i] = nil // collectable once yielded, as in IterTraces
 				if !yield(te, nil) {
 					return
 				}
 			}
-			if len(page) < size {
+			if n < size {
 				return
 			}
-			after = page[len(page)-1].Trace.Index
 		}
 	}
 }
