@@ -41,25 +41,6 @@ type BacktestRule struct {
 	Version  int    `json:"version,omitempty"`
 }
 
-// BacktestViolation is one violation of a rule on a trace (the guardrail
-// error object, explorer-api §2.7).
-type BacktestViolation struct {
-	Key    string         `json:"key"`
-	Args   []any          `json:"args"`
-	Kwargs map[string]any `json:"kwargs"`
-	Ranges []string       `json:"ranges"`
-}
-
-// BacktestFailure is a rule failure on a trace (a budget exhausted, a
-// runtime error of one binding); the trace's other results stand.
-type BacktestFailure struct {
-	Rule    int    `json:"rule"`
-	Line    int    `json:"line"`
-	Column  int    `json:"column"`
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
-}
-
 // BacktestMetadata is the first frame of a backtest stream.
 type BacktestMetadata struct {
 	NumTraces     int `json:"num_traces"`
@@ -76,16 +57,16 @@ type BacktestSummary struct {
 }
 
 // BacktestFrame is one frame of a backtest stream: the metadata (first),
-// a trace's result (TraceID set; Status "success" or "error"), or the
-// summary (Done).
+// a trace's result (TraceID set; Status "success" or "error"; Errors and
+// Failures as in a check result), or the summary (Done).
 type BacktestFrame struct {
-	Metadata  *BacktestMetadata   `json:"metadata,omitempty"`
-	TraceID   string              `json:"traceId,omitempty"`
-	Index     int64               `json:"index"`
-	Status    string              `json:"status,omitempty"`
-	Triggered bool                `json:"triggered"`
-	Errors    []BacktestViolation `json:"errors,omitempty"`
-	Failures  []BacktestFailure   `json:"failures,omitempty"`
+	Metadata  *BacktestMetadata `json:"metadata,omitempty"`
+	TraceID   string            `json:"traceId,omitempty"`
+	Index     int64             `json:"index"`
+	Status    string            `json:"status,omitempty"`
+	Triggered bool              `json:"triggered"`
+	Errors    []CheckViolation  `json:"errors,omitempty"`
+	Failures  []CheckFailure    `json:"failures,omitempty"`
 	// Error is a trace's analysis error, or on a last frame with Done
 	// false, why the run stopped.
 	Error   string           `json:"error,omitempty"`
@@ -198,13 +179,13 @@ type BacktestComparisonSummary struct {
 
 // BacktestComparedTrace is one listed trace of a comparison.
 type BacktestComparedTrace struct {
-	ID                string              `json:"id"`
-	Index             int64               `json:"index"`
-	Triggered         bool                `json:"triggered"`
-	BaselineTriggered bool                `json:"baseline_triggered"`
-	Errors            []BacktestViolation `json:"errors"`
-	Error             string              `json:"error,omitempty"`
-	BaselineError     string              `json:"baseline_error,omitempty"`
+	ID                string           `json:"id"`
+	Index             int64            `json:"index"`
+	Triggered         bool             `json:"triggered"`
+	BaselineTriggered bool             `json:"baseline_triggered"`
+	Errors            []CheckViolation `json:"errors"`
+	Error             string           `json:"error,omitempty"`
+	BaselineError     string           `json:"baseline_error,omitempty"`
 }
 
 // BacktestCompare runs req over dataset datasetID and, with
