@@ -262,7 +262,10 @@ func (bt *backtest) count(ctx context.Context) (int, error) {
 func (bt *backtest) run(ctx context.Context, emit func(*backtestOutcome) error, idle func() error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	jobs := make(chan *store.TraceEvents, bt.concurrent)
+	// A page of buffer lets the reader query the next page while the
+	// workers analyse this one (with a small buffer they idled through
+	// every page query).
+	jobs := make(chan *store.TraceEvents, backtestPageSize)
 	results := make(chan *backtestOutcome, 2*bt.concurrent)
 	var readErr error
 	go func() { // the reader: one page of traces at a time
