@@ -488,7 +488,6 @@ func backtestFinding(t *store.Trace, br *backtestRule, v policy.Violation) *stor
 	return f
 }
 
-
 // citation is one finding citation (ledger.md §8.1).
 type citation struct {
 	NodeID  *string `json:"nodeId"`
