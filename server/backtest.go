@@ -108,6 +108,9 @@ type backtest struct {
 	concurrent int
 	limit      int // 0 = all
 	store      bool
+	// ids, when not nil, are the traces the request's query matched
+	// (explorer-api §9.4 query, §7 grammar); nil checks every trace.
+	ids []string
 }
 
 // backtestOutcome is the result of one trace.
@@ -135,9 +138,6 @@ func (s *Server) prepareBacktest(w http.ResponseWriter, r *http.Request, p *prin
 	if err := s.decodeJSON(w, r, &in, false); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(in.Query) != "" {
-		return nil, apiErr(http.StatusBadRequest, "query_unsupported", "query is not supported by this server yet: search filters on backtests need the search package; leave query out to check every trace")
-	}
 	if in.MaxConcurrent < 0 || in.Limit < 0 {
 		return nil, badRequest("max_concurrent and limit must be 0 or more")
 	}
@@ -145,6 +145,9 @@ func (s *Server) prepareBacktest(w http.ResponseWriter, r *http.Request, p *prin
 		return nil, badRequest("compare_to is accepted by POST /api/v1/dataset/byid/{id}/policy-check, not by the stream")
 	}
 	bt := &backtest{s: s, ds: d, params: in.Parameters, concurrent: in.MaxConcurrent, limit: in.Limit, store: in.Store}
+	if bt.ids, err = s.datasetQueryIDs(r.Context(), d, in.Query); err != nil {
+		return nil, err
+	}
 	if bt.concurrent == 0 {
 		bt.concurrent = runtime.GOMAXPROCS(0)
 	}
@@ -244,9 +247,12 @@ func (s *Server) backtestGuardrail(ctx context.Context, d *store.Dataset, ref ba
 // count returns how many traces the run will check (before it starts;
 // traces pushed meanwhile may change the actual number).
 func (bt *backtest) count(ctx context.Context) (int, error) {
-	n, err := bt.s.st.CountTraces(ctx, store.TraceFilter{DatasetID: bt.ds.ID})
-	if err != nil {
-		return 0, fmt.Errorf("backtest: count traces of dataset %s: %w", bt.ds.ID, err)
+	n := len(bt.ids)
+	if bt.ids == nil {
+		var err error
+		if n, err = bt.s.st.CountTraces(ctx, store.TraceFilter{DatasetID: bt.ds.ID}); err != nil {
+			return 0, fmt.Errorf("backtest: count traces of dataset %s: %w", bt.ds.ID, err)
+		}
 	}
 	if bt.limit > 0 {
 		n = min(n, bt.limit)
@@ -275,7 +281,7 @@ func (bt *backtest) run(ctx context.Context, emit func(*backtestOutcome) error, 
 		if bt.limit > 0 {
 			size = min(size, bt.limit)
 		}
-		for t, err := range bt.s.st.IterTraceEvents(ctx, bt.ds.ID, store.IterOptions{PageSize: size}) {
+		for t, err := range bt.s.st.IterTraceEvents(ctx, bt.ds.ID, store.IterOptions{PageSize: size, IDs: bt.ids}) {
 			if err != nil {
 				if ctx.Err() == nil {
 					readErr = err

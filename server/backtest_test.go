@@ -122,6 +122,39 @@ func TestBacktestStream(t *testing.T) {
 	})
 }
 
+// TestBacktestQuery: query (the search grammar) restricts the traces a
+// backtest checks, and num_traces counts only those.
+func TestBacktestQuery(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		ds, ids := backtestDataset(t, ts)
+		path := "/api/v1/dataset/byid/" + ds + "/policy-check/stream"
+		status, body := ts.do(t, "POST", path, adminKey, `{"policy": `+jsonString(btRule)+`, "query": "worse"}`)
+		if status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		frames := readFrames(t, body)
+		if len(frames) != 4 {
+			t.Fatalf("%d frames, want metadata + 2 traces + summary: %v", len(frames), frames)
+		}
+		if md, _ := frames[0]["metadata"].(map[string]any); md["num_traces"] != 2.0 {
+			t.Errorf("metadata frame = %v", frames[0])
+		}
+		var got []string
+		for _, f := range frames[1:3] {
+			got = append(got, f["traceId"].(string))
+		}
+		slices.Sort(got)
+		want := []string{ids[2], ids[3]}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("checked %v, want the traces containing \"worse\" %v", got, want)
+		}
+		if sum, _ := frames[3]["summary"].(map[string]any); sum["num_traces"] != 2.0 || sum["num_triggered"] != 1.0 {
+			t.Errorf("summary frame = %v", frames[3])
+		}
+	})
+}
+
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
@@ -223,7 +256,7 @@ func TestBacktestBadInput(t *testing.T) {
 			{"empty_policy", stream, `{"policy": "  "}`, 400, "invalid_request", "non-empty"},
 			{"both", stream, `{"policy": "raise \"x\" if:\n    (msg: Message)\n", "policy_id": "x"}`, 400, "invalid_request", "not both"},
 			{"version_alone", stream, `{"version": 2}`, 400, "invalid_request", "policy_id"},
-			{"query", stream, `{"policy": "raise \"x\" if:\n    (msg: Message)\n", "query": "is:annotated"}`, 400, "query_unsupported", "query"},
+			{"query_invalid", stream, `{"policy": "raise \"x\" if:\n    (msg: Message)\n", "query": "meta:"}`, 400, "query_invalid", ""},
 			{"compare_on_stream", stream, `{"policy": "raise \"x\" if:\n    (msg: Message)\n", "compare_to": {"policy": "raise \"x\" if:\n    (msg: Message)\n"}}`, 400, "invalid_request", "compare_to"},
 			{"negative_limit", stream, `{"policy": "raise \"x\" if:\n    (msg: Message)\n", "limit": -1}`, 400, "invalid_request", "limit"},
 			{"bad_json", stream, `{"policy": `, 400, "invalid_json", "invalid JSON"},

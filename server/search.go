@@ -483,7 +483,13 @@ func (s *Server) datasetQueries(r *http.Request, d *store.Dataset) ([]savedQuery
 // traceListQuery applies ?query= of a dataset's trace list: the ids of
 // the matching traces (nil when there is no query).
 func (s *Server) traceListQuery(r *http.Request, d *store.Dataset) ([]string, error) {
-	query := r.URL.Query().Get("query")
+	return s.datasetQueryIDs(r.Context(), d, r.URL.Query().Get("query"))
+}
+
+// datasetQueryIDs returns the ids of dataset d's traces that query (the
+// §7 grammar) matches, in index order, or nil for an empty query (no
+// filter). An invalid query is a 400 query_invalid with its position.
+func (s *Server) datasetQueryIDs(ctx context.Context, d *store.Dataset, query string) ([]string, error) {
 	if strings.TrimSpace(query) == "" {
 		return nil, nil
 	}
@@ -493,7 +499,7 @@ func (s *Server) traceListQuery(r *http.Request, d *store.Dataset) ([]string, er
 	ids := []string{}
 	req := store.SearchRequest{Query: query, AllOwners: true, DatasetIDs: []string{d.ID}, Order: store.OrderIndex, Limit: 1000, NoTotal: true}
 	for {
-		res, err := s.runSearch(r.Context(), req)
+		res, err := s.runSearch(ctx, req)
 		if err != nil {
 			return nil, queryError(err)
 		}
