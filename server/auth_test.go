@@ -60,8 +60,8 @@ func TestDemotedAdminLosesPowers(t *testing.T) {
 				if rq.body != "" {
 					body = rq.body
 				}
-				if st, out := ts.do(t, rq.method, rq.path, k.Key, body); st != 403 {
-					t.Errorf("%s %s with a demoted admin's key: %d %s", rq.method, rq.path, st, out)
+				if st, out := ts.do(t, rq.method, rq.path, k.Key, body); st != 403 || !strings.Contains(string(out), "user dave is a member now") {
+					t.Errorf("%s %s with a demoted admin's key: %d %s, want 403 saying dave is a member now", rq.method, rq.path, st, out)
 				}
 			}
 			if u, _ := ts.st.GetUser(ctx, dave.ID); u.Role != store.RoleMember {
