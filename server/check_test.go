@@ -415,6 +415,8 @@ func TestCheckBadInput(t *testing.T) {
 	}{
 		{"invalid_json", "/api/v1/policy/check", `{"messages": [`, 400, CodeInvalidJSON, "invalid JSON"},
 		{"empty_body", "/api/v1/policy/check", ``, 400, CodeInvalidJSON, "empty"},
+		// issue 17 item 6: the check API names the JSON path of invalid UTF-8 as the ingest paths do
+		{"invalid_utf8", "/api/v1/policy/check", "{\"policy\": \"x\", \"messages\": [{\"role\": \"user\", \"content\": \"a\xffb\"}]}", 400, CodeInvalidJSON, "in the string at $.messages[0].content"},
 		{"messages_missing", "/api/v1/policy/check", map[string]any{"policy": rule}, 400, CodeInvalidRequest, prefixInputValidation + "messages is required"},
 		{"policy_missing", "/api/v1/policy/check", map[string]any{"messages": threeMessages()}, 400, CodeInvalidRequest, "policy is required"},
 		{"policy_not_string", "/api/v1/policy/check", map[string]any{"messages": threeMessages(), "policy": 3}, 400, CodeInvalidRequest, "policy must be a string"},
