@@ -60,8 +60,8 @@ func TestDemotedAdminLosesPowers(t *testing.T) {
 				if rq.body != "" {
 					body = rq.body
 				}
-				if st, out := ts.do(t, rq.method, rq.path, k.Key, body); st != 403 {
-					t.Errorf("%s %s with a demoted admin's key: %d %s", rq.method, rq.path, st, out)
+				if st, out := ts.do(t, rq.method, rq.path, k.Key, body); st != 403 || !strings.Contains(string(out), "user dave is a member now") {
+					t.Errorf("%s %s with a demoted admin's key: %d %s, want 403 saying dave is a member now", rq.method, rq.path, st, out)
 				}
 			}
 			if u, _ := ts.st.GetUser(ctx, dave.ID); u.Role != store.RoleMember {
@@ -102,6 +102,9 @@ func TestCallerChosenLimits(t *testing.T) {
 		{"sdk_session_id_257", "/v1/sessions", map[string]string{"id": strings.Repeat("s", 257)}, "id"},
 		{"sdk_receipt_session_id_1mb", "/v1/receipts", map[string]any{"receipts": []any{map[string]any{
 			"id": "r0", "sessionId": long, "agent": "a", "action": "x", "hash": "h", "previousHash": "0", "timestamp": 1}}}, "receipts[0].sessionId"},
+		// a NUL is refused by the store too, with no field named
+		{"key_name_nul", "/api/v1/keys/create", map[string]string{"name": "k\x00"}, "name holds a NUL character"},
+		{"sdk_session_id_nul", "/v1/sessions", map[string]string{"id": "s\x00n"}, "id holds a NUL character"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, body := ts.do(t, "POST", tc.path, adminKey, tc.body)

@@ -136,6 +136,9 @@ func parseCheck(body []byte) (*checkRequest, error) {
 	v, err := trace.ParseValue(body)
 	if err != nil {
 		var se *trace.SyntaxError
+		if errors.As(err, &se) && se.Path != "" {
+			return nil, utf8Error(se)
+		}
 		if errors.As(err, &se) {
 			return nil, &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON,
 				Detail: fmt.Sprintf("invalid JSON at line %d, column %d: %s", se.Line, se.Col, se.Msg),

@@ -415,6 +415,8 @@ func TestCheckBadInput(t *testing.T) {
 	}{
 		{"invalid_json", "/api/v1/policy/check", `{"messages": [`, 400, CodeInvalidJSON, "invalid JSON"},
 		{"empty_body", "/api/v1/policy/check", ``, 400, CodeInvalidJSON, "empty"},
+		// issue 17 item 6: the check API names the JSON path of invalid UTF-8 as the ingest paths do
+		{"invalid_utf8", "/api/v1/policy/check", "{\"policy\": \"x\", \"messages\": [{\"role\": \"user\", \"content\": \"a\xffb\"}]}", 400, CodeInvalidJSON, "in the string at $.messages[0].content"},
 		{"messages_missing", "/api/v1/policy/check", map[string]any{"policy": rule}, 400, CodeInvalidRequest, prefixInputValidation + "messages is required"},
 		{"policy_missing", "/api/v1/policy/check", map[string]any{"messages": threeMessages()}, 400, CodeInvalidRequest, "policy is required"},
 		{"policy_not_string", "/api/v1/policy/check", map[string]any{"messages": threeMessages(), "policy": 3}, 400, CodeInvalidRequest, "policy must be a string"},
@@ -868,5 +870,69 @@ func TestCheckSlowSendersHoldNoPlace(t *testing.T) {
 	status, body := ts.do(t, "POST", "/api/v1/policy/check", adminKey, map[string]any{"messages": threeMessages(), "policy": "raise \"x\" if:\n    (m: Message)\n"})
 	if status != 200 {
 		t.Errorf("check beside 40 slow uploads: %d %s, want 200", status, body)
+	}
+}
+
+// TestCheckHostileBudgets: the hostile rules of issue 17 stop with a
+// budget_exceeded failure in a 200 result through the check API, as in
+// vigil check, and the rule after them still reports its violations (3^20
+// bindings ran for minutes and grew to gigabytes; a list of a thousand
+// 1 MB strings and a comprehension over it used 2 GB).
+func TestCheckHostileBudgets(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	freeVars := func(n int) string {
+		var b strings.Builder
+		b.WriteString("raise \"many\" if:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "    (m%d: Message)\n", i)
+		}
+		return b.String() + "    1 == 1\n"
+	}
+	const each = "\nraise \"each\" if:\n    (m: Message)\n"
+	for _, tc := range []struct{ name, rule, want string }{
+		{"issue_17_free20", freeVars(20), "more than 10000 violations"},
+		{"issue_17_free12", freeVars(12), "more than 10000 violations"},
+		{"issue_17_comprehension_over_big_list",
+			"raise \"big\" if:\n    (m: Message)\n    l := [\"x\" * 1000000] * 1000\n    len([s + \"y\" for s in l]) > 0\n", "bytes of values"},
+		{"issue_17_doubling_strings",
+			"raise \"big\" if:\n    (m: Message)\n    a := \"x\" * 10000000\n    b := a + a\n    len(b) > 0\n", "bytes per value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := ts.do(t, "POST", "/api/v1/policy/check", adminKey,
+				map[string]any{"messages": threeMessages(), "policy": tc.rule + each})
+			if code != http.StatusOK {
+				t.Fatalf("status %d: %.300s", code, body)
+			}
+			var out struct {
+				Errors []struct {
+					Args []any `json:"args"`
+				} `json:"errors"`
+				Failures []struct {
+					Rule    int    `json:"rule"`
+					Kind    string `json:"kind"`
+					Message string `json:"message"`
+				} `json:"failures"`
+				Truncated []int `json:"truncated"`
+			}
+			if err := json.Unmarshal(body, &out); err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Failures) != 1 || out.Failures[0].Rule != 0 || out.Failures[0].Kind != "budget_exceeded" ||
+				!strings.Contains(out.Failures[0].Message, tc.want) {
+				t.Errorf("failures %+v, want one budget_exceeded of rule 0 with %q", out.Failures, tc.want)
+			}
+			if !slices.Equal(out.Truncated, []int{0}) {
+				t.Errorf("truncated %v, want [0]", out.Truncated)
+			}
+			var others int
+			for _, e := range out.Errors {
+				if len(e.Args) == 1 && e.Args[0] == "each" {
+					others++
+				}
+			}
+			if others != 3 {
+				t.Errorf("the rule after the hostile one reported %d violations, want 3", others)
+			}
+		})
 	}
 }

@@ -33,8 +33,8 @@ type savedQuery struct {
 	Deletable bool   `json:"deletable"`
 }
 
-// builtinQueries are the saved queries every dataset has (§2.5); counts
-// come with search in a later issue.
+// builtinQueries are the saved queries every dataset has (§2.5), with the
+// count of "all"; datasetQueries counts the others.
 func builtinQueries(numTraces int) []savedQuery {
 	n := numTraces
 	return []savedQuery{
@@ -46,6 +46,7 @@ func builtinQueries(numTraces int) []savedQuery {
 }
 
 func (s *Server) datasetJSON(r *http.Request, d *store.Dataset, full bool) datasetJSON {
+	var err error
 	out := datasetJSON{
 		ID: d.ID, Name: d.Name, ExtraMetadata: d.Metadata, IsPublic: d.IsPublic, UserID: d.OwnerID,
 		TimeCreated: formatTime(d.TimeCreated),
@@ -63,7 +64,9 @@ func (s *Server) datasetJSON(r *http.Request, d *store.Dataset, full bool) datas
 	if full {
 		n := d.NumTraces
 		out.NumTraces = &n
-		out.Queries = builtinQueries(n)
+		if out.Queries, err = s.datasetQueries(r, d); err != nil {
+			out.Queries = builtinQueries(n)
+		}
 	}
 	return out
 }
@@ -260,7 +263,7 @@ type traceRow struct {
 	AnnotationsBySource map[string]int  `json:"annotations_by_source"`
 }
 
-// handleDatasetTraces serves GET …/traces?indices=&limit=&offset=.
+// handleDatasetTraces serves GET …/traces?indices=&limit=&offset=&query=.
 func (s *Server) handleDatasetTraces(w http.ResponseWriter, r *http.Request, p *principal) error {
 	d, err := s.datasetFromPath(r, p)
 	if err != nil {
@@ -282,6 +285,9 @@ func (s *Server) handleDatasetTraces(w http.ResponseWriter, r *http.Request, p *
 			}
 			f.Indices = append(f.Indices, n)
 		}
+	}
+	if f.IDs, err = s.traceListQuery(r, d); err != nil { // [V] query= (§7 grammar)
+		return err
 	}
 	return s.streamTraceList(w, r, f, func(list []*store.Trace) ([]any, error) {
 		ids := make([]string, len(list))

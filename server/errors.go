@@ -69,13 +69,19 @@ func checkUTF8(b []byte) error {
 	_, err := trace.ParseValue(b)
 	var se *trace.SyntaxError
 	if errors.As(err, &se) && se.Path != "" {
-		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON,
-			Detail: fmt.Sprintf("invalid UTF-8 at line %d, column %d (byte %d) in the string at %s", se.Line, se.Col, se.Offset, se.Path),
-			Extra:  map[string]any{"line": se.Line, "position": se.Offset, "path": se.Path}}
+		return utf8Error(se)
 	}
 	// Invalid UTF-8 outside a string, or the JSON is malformed before it:
 	// the JSON decoder's error names that.
 	return nil
+}
+
+// utf8Error is the 400 for invalid UTF-8 in a JSON string, naming its JSON
+// path (se.Path, set by the trace scanner for that error only).
+func utf8Error(se *trace.SyntaxError) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON,
+		Detail: fmt.Sprintf("invalid UTF-8 at line %d, column %d (byte %d) in the string at %s", se.Line, se.Col, se.Offset, se.Path),
+		Extra:  map[string]any{"line": se.Line, "position": se.Offset, "path": se.Path}}
 }
 
 // apiErr builds an *Error with a formatted detail.

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/vigilhq/vigil/store"
@@ -108,10 +109,15 @@ const (
 	maxSDKSessionID = 256
 )
 
-// checkLength is a 400 naming field when v is longer than limit bytes.
+// checkLength is a 400 naming field when v is longer than limit bytes or
+// holds a NUL, which no database text column keeps (the store's error for
+// it cannot say which field).
 func checkLength(field, v string, limit int) error {
 	if len(v) > limit {
 		return badRequest("%s is %d bytes long; the limit is %d", field, len(v), limit)
+	}
+	if i := strings.IndexByte(v, 0); i >= 0 {
+		return badRequest("%s holds a NUL character (\\u0000) at byte %d, which cannot be stored", field, i)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vigilhq/vigil/store"
 )
 
 // handlerFunc is an API handler. p is the authenticated caller (nil for
@@ -94,6 +96,11 @@ func (s *Server) serveAuthed(w http.ResponseWriter, r *http.Request, a access, h
 	if !p.allows(a) {
 		if p == nil {
 			return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Detail: "Missing API key"}
+		}
+		if a == accessAdmin && p.scope() == store.ScopeAdmin && p.User != nil {
+			// An admin-scope key whose user was demoted: the scope is not
+			// what is missing.
+			return apiErr(http.StatusForbidden, CodeForbidden, "user %s is a %s now: admin routes need an admin-scope key of an admin user", p.User.Username, p.User.Role)
 		}
 		return apiErr(http.StatusForbidden, CodeForbidden, "API key scope %q does not allow this request (needs %s)", p.scope(), accessNames[a])
 	}

@@ -39,8 +39,16 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/dataset/byuser/{username}/{name}/full", accessAnon, s.handleDatasetFull)
 	s.handle(mux, "GET /api/v1/dataset/byid/{id}/download", accessAnon, s.handleExport)
 	s.handle(mux, "GET /api/v1/dataset/byid/{id}/download/annotated", accessAnon, s.handleExport)
+	s.handle(mux, "POST /api/v1/dataset/byid/{id}/policy-check/stream", accessFull, s.handleBacktestStream)
+	s.handle(mux, "POST /api/v1/dataset/byid/{id}/policy-check", accessFull, s.handleBacktestCompare)
 	s.handle(mux, "GET /api/v1/dataset/metadata/{name}", accessAny, s.handleMetadataGet)
 	s.handle(mux, "PUT /api/v1/dataset/metadata/{name}", accessIngest, s.handleMetadataPut) // I: a read key writes nothing
+
+	// Search and saved queries (§7).
+	s.handle(mux, "GET /api/v1/search", accessAnon, s.handleSearch)
+	s.handle(mux, "GET /api/v1/dataset/byuser/{username}/{name}/s", accessAnon, s.handleCompatSearch)
+	s.handle(mux, "PUT /api/v1/dataset/byuser/{username}/{name}/s", accessFull, s.handleSavedQueryPut)
+	s.handle(mux, "DELETE /api/v1/dataset/query/{id}", accessFull, s.handleSavedQueryDelete)
 
 	// Traces (§5).
 	s.handle(mux, "GET /api/v1/trace/{id}", accessAnon, s.handleTraceGet)

@@ -22,7 +22,8 @@
 // agents.go, sdk.go for the @invariance/sdk endpoints, health.go;
 // check.go for /policy/check, /check/batch and /load; guardrails.go for
 // dataset guardrails and their change feed, with rulecache.go for the
-// compiled rules; findings.go and evals.go for the review queue and evals);
+// compiled rules; findings.go and evals.go for the review queue and evals;
+// backtest.go for rules run over a stored dataset, streamed or compared);
 // ingest.go is the normalise-and-seal pipeline every write path shares;
 // lists.go streams the unpaginated trace lists; admission.go bounds what
 // clients can make the server hold (body idle timeout, in-flight body

@@ -27,6 +27,7 @@ type progress struct {
 	totalBytes  int64 // size of the file, -1 when unknown
 	totalTraces int64 // traces expected (export), -1 when unknown
 	tty, off    bool
+	tracesOnly  bool // count traces alone: no events or bytes (backtest)
 	interval    time.Duration
 	now         func() time.Time // time.Now; tests set it
 
@@ -138,9 +139,14 @@ func (p *progress) status(now time.Time, final bool) string {
 	if p.totalTraces >= 0 {
 		counts = fmt.Sprintf("%s of %s traces, %s events", thousands(p.traces), thousands(p.totalTraces), thousands(p.events))
 	}
+	if p.tracesOnly {
+		counts, _, _ = strings.Cut(counts, ", ")
+	}
 	switch {
 	case final && !p.storing.IsZero():
 		return fmt.Sprintf("%s stored in %s (%s; server %s)", counts, round(el), perSecond(p.traces, el), round(now.Sub(p.storing)))
+	case final && p.tracesOnly:
+		return fmt.Sprintf("%s in %s (%s)", counts, round(el), perSecond(p.traces, el))
 	case final:
 		return fmt.Sprintf("%s, %s in %s (%s)", counts, humanBytes(p.bytes), round(el), perSecond(p.traces, el))
 	case !p.storing.IsZero():
@@ -150,7 +156,10 @@ func (p *progress) status(now time.Time, final bool) string {
 		}
 		return fmt.Sprintf("uploaded %s (%s); %sserver storing %s traces… %s", humanBytes(p.bytes), counts, spin, thousands(p.traces), round(now.Sub(p.storing)))
 	}
-	s := counts + ", " + humanBytes(p.bytes)
+	s := counts
+	if !p.tracesOnly {
+		s += ", " + humanBytes(p.bytes)
+	}
 	frac := -1.0
 	switch {
 	case p.totalTraces > 0:

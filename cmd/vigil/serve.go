@@ -77,7 +77,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	maxConns := fs.Int("max-connections", cmp.Or(envInt("VIGIL_LIMITS_MAX_CONNECTIONS"), lim.MaxConnections, server.DefaultMaxConnections),
 		"open connections at most; more get 429 (env VIGIL_LIMITS_MAX_CONNECTIONS; config limits.max_connections; -1: no limit)")
 	maxInflight := fs.String("max-inflight-body-bytes", cmp.Or(os.Getenv("VIGIL_LIMITS_MAX_INFLIGHT_BODY_BYTES"), sizeString(int64(lim.MaxInflightBodyBytes)), sizeString(server.DefaultMaxInflightBodyBytes)),
-		"memory all request bodies in flight may hold; more get 429 (env VIGIL_LIMITS_MAX_INFLIGHT_BODY_BYTES; config limits.max_inflight_body_bytes)")
+		"memory all request bodies in flight may hold, at least max_json_bytes plus 64 KiB; more get 429 (env VIGIL_LIMITS_MAX_INFLIGHT_BODY_BYTES; config limits.max_inflight_body_bytes)")
 	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format.Value, "text")), "log format: text or json")
 	logLevel := fs.String("log-level", envOr("VIGIL_LOG_LEVEL", cmp.Or(fc.Log.Level.Value, "info")), "log level: debug, info, warn or error (env VIGIL_LOG_LEVEL)")
 	if _, err := parseFlags(fs, args); err != nil {

@@ -60,3 +60,8 @@ func (r *Regexp) ReplaceAllString(src, repl string) string {
 func (r *Regexp) FindAllStringIndex(s string, n int) [][]int {
 	return r.Regexp().FindAllStringIndex(s, n)
 }
+
+// FindStringSubmatch is regexp.(*Regexp).FindStringSubmatch.
+func (r *Regexp) FindStringSubmatch(s string) []string {
+	return r.Regexp().FindStringSubmatch(s)
+}

@@ -162,3 +162,9 @@ func BenchmarkPush(b *testing.B) {
 func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Store { return open(b, pgtest.DSN(b)) })
 }
+
+// BenchmarkSearch measures a 2-term text query plus a meta: filter
+// (storetest.BenchSearch; VIGIL_BENCH_SEARCH_TRACES=50000 for 1M events).
+func BenchmarkSearch(b *testing.B) {
+	storetest.BenchSearch(b, func(b *testing.B) store.Store { return open(b, pgtest.DSN(b)) })
+}

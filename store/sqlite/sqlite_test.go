@@ -306,3 +306,9 @@ func TestMigrateSDKSessionIDs(t *testing.T) {
 		t.Errorf("server session after migration: %+v %v", got, err)
 	}
 }
+
+// BenchmarkSearch measures a 2-term text query plus a meta: filter
+// (storetest.BenchSearch; VIGIL_BENCH_SEARCH_TRACES=50000 for 1M events).
+func BenchmarkSearch(b *testing.B) {
+	storetest.BenchSearch(b, func(b *testing.B) store.Store { return openTemp(b) })
+}

@@ -27,6 +27,7 @@ func init() {
 	register("AppendConcurrentChain", testAppendConcurrent)
 	register("ListTraces", testListTraces)
 	register("IterTraces", testIterTraces)
+	register("IterTraceEvents", testIterTraceEvents)
 	register("UpdateTrace", testUpdateTrace)
 	register("DeleteTrace", testDeleteTrace)
 	register("FinishRun", testFinishRun)
@@ -677,6 +678,84 @@ func testFinishRun(t *testing.T, s store.Store) {
 	}
 	if !slices.Equal(statuses, []store.RunStatus{store.RunFailed, store.RunOpen}) {
 		t.Errorf("statuses %v", statuses)
+	}
+}
+
+// testIterTraceEvents: every trace once, in index order, its events the
+// stored data joined in index order (what IterTraces gives as Messages),
+// with IterTraces' filters and errors.
+func testIterTraceEvents(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	u := newUser(t, s, "u")
+	res := push(t, s, u.ID, "exp", 10, 3)
+	push(t, s, u.ID, "noise", 3, 1)
+	empty, err := s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, DatasetName: "exp", Traces: []store.NewTrace{{Metadata: json.RawMessage(`{"k":"v"}`)}}})
+	must(t, err)
+	ds := res.Dataset.ID
+	must(t, s.CreateAnnotation(ctx, &store.Annotation{TraceID: res.Traces[4].ID, UserID: u.ID, Content: "a", Address: "<root>"}))
+	var want []string
+	for tr, err := range s.IterTraces(ctx, ds, store.IterOptions{}) {
+		must(t, err)
+		var b []byte
+		for i, m := range tr.Messages {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, m.Data...)
+		}
+		want = append(want, fmt.Sprintf("%d %s %s [%s]", tr.Index, tr.ID, tr.Metadata, b))
+	}
+	if len(want) != 11 || !strings.HasSuffix(want[10], empty.Traces[0].ID+` {"k":"v"} []`) {
+		t.Fatalf("IterTraces gave %q", want)
+	}
+	collect := func(opt store.IterOptions) []string {
+		var got []string
+		var all []*store.TraceEvents
+		for te, err := range s.IterTraceEvents(ctx, ds, opt) {
+			all = append(all, te)
+			must(t, err)
+			if te.Trace.Messages != nil || te.Trace.Annotations != nil || te.Trace.MessageCount != strings.Count(string(te.Events), `"role"`) {
+				t.Errorf("trace %s: messages %v, annotations %v, count %d", te.Trace.ID, te.Trace.Messages, te.Trace.Annotations, te.Trace.MessageCount)
+			}
+			if !json.Valid(te.Events) {
+				t.Errorf("trace %s: events not JSON: %s", te.Trace.ID, te.Events)
+			}
+		}
+		for _, te := range all { // after the sequence: no buffer is reused
+			got = append(got, fmt.Sprintf("%d %s %s %s", te.Trace.Index, te.Trace.ID, te.Trace.Metadata, te.Events))
+		}
+		return got
+	}
+	for _, size := range []int{0, 1, 3, 11, 12} {
+		if got := collect(store.IterOptions{PageSize: size}); !reflect.DeepEqual(got, want) {
+			t.Errorf("page size %d:\n%q\nwant\n%q", size, got, want)
+		}
+	}
+	if got := collect(store.IterOptions{OnlyAnnotated: true}); !reflect.DeepEqual(got, want[4:5]) {
+		t.Errorf("only annotated: %q", got)
+	}
+	if got := collect(store.IterOptions{IDs: []string{res.Traces[9].ID, res.Traces[0].ID}, PageSize: 1}); !reflect.DeepEqual(got, []string{want[0], want[9]}) {
+		t.Errorf("ids: %q", got)
+	}
+	if got := collect(store.IterOptions{}); len(got) != 11 {
+		t.Errorf("default page size: %d traces", len(got))
+	}
+	n := 0
+	for range s.IterTraceEvents(ctx, ds, store.IterOptions{PageSize: 2}) {
+		if n++; n == 3 {
+			break
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	var gotErr error
+	for _, err := range s.IterTraceEvents(cctx, ds, store.IterOptions{}) {
+		if err != nil {
+			gotErr = err
+		}
+	}
+	if gotErr == nil {
+		t.Error("IterTraceEvents with a cancelled context yielded no error")
 	}
 }
 

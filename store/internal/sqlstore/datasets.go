@@ -224,6 +224,7 @@ func (s *Store) DeleteDataset(ctx context.Context, id string, closeFn store.Clos
 		for _, q := range []string{
 			`DELETE FROM annotations WHERE trace_id IN (SELECT id FROM traces WHERE dataset_id = $1)`,
 			`DELETE FROM messages WHERE trace_id IN (SELECT id FROM traces WHERE dataset_id = $1)`,
+			`DELETE FROM search_text WHERE trace_id IN (SELECT id FROM traces WHERE dataset_id = $1)`,
 			`DELETE FROM traces WHERE dataset_id = $1`,
 			`DELETE FROM dataset_tools WHERE dataset_id = $1`,
 			`DELETE FROM saved_queries WHERE dataset_id = $1`,
@@ -243,13 +244,21 @@ func (s *Store) DeleteDataset(ctx context.Context, id string, closeFn store.Clos
 // a few milliseconds of writing on SQLite.
 const deleteBatch = 256
 
+// traceBatchQuery selects the next batch of a dataset's traces to delete
+// (forUpdate: the backend's row-lock clause). It walks the (dataset_id,
+// idx) index in order: ordering by id sorted every remaining trace for each
+// batch, so deleting 200,000 traces took minutes instead of seconds.
+func traceBatchQuery(forUpdate string) string {
+	return `SELECT id FROM traces WHERE dataset_id = $1 ORDER BY idx LIMIT ` + strconv.Itoa(deleteBatch) + forUpdate
+}
+
 // deleteTraceBatch deletes up to deleteBatch traces of dataset id with
 // their messages and annotations, closing their open sessions with closeFn
 // (nil: left open), in one transaction, and returns how many it deleted.
 func (s *Store) deleteTraceBatch(ctx context.Context, id string, closeFn store.CloseFunc) (int, error) {
 	var n int
 	err := s.inTx(ctx, func(tx Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id FROM traces WHERE dataset_id = $1 ORDER BY id LIMIT `+strconv.Itoa(deleteBatch)+s.b.ForUpdate(), id)
+		rows, err := tx.Query(ctx, traceBatchQuery(s.b.ForUpdate()), id)
 		if err != nil {
 			return err
 		}

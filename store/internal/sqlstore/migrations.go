@@ -14,9 +14,21 @@ import (
 // auto-incrementing integer key, and on PostgreSQL every TEXT column is declared
 // COLLATE "C", so keys compare as bytes (as SQLite's BINARY does: both
 // backends sort alike) and index maintenance skips the locale's strcoll.
+//
+// A step whose DDL differs between the databases writes the common part
+// first, then {{SQLITE}} and the SQLite part, then {{POSTGRES}} and the
+// PostgreSQL part.
 func Migrations(kind string) []string {
 	out := make([]string, len(migrations))
 	for i, m := range migrations {
+		if common, rest, ok := strings.Cut(m, "{{SQLITE}}"); ok {
+			sq, pg, _ := strings.Cut(rest, "{{POSTGRES}}")
+			if kind == "sqlite" {
+				m = common + sq
+			} else {
+				m = common + pg
+			}
+		}
 		if kind == "sqlite" {
 			m = strings.ReplaceAll(m, "{{WITHOUT_ROWID}}", "WITHOUT ROWID")
 			m = strings.ReplaceAll(m, "{{BYTES}}", "BLOB")
@@ -362,5 +374,64 @@ CREATE UNIQUE INDEX ledger_sessions_sdk ON ledger_sessions (owner_id, sdk_id);
 	// so it round-trips exactly on both backends (issue 17).
 	`
 ALTER TABLE annotations ADD COLUMN content_escaped BOOLEAN NOT NULL DEFAULT FALSE;
+`,
+
+	// 9: search (explorer-api §7): the searchable text of every trace,
+	// folded (search.Fold), one row per field (msg -1 is the trace name),
+	// under a trigram index (PostgreSQL: pg_trgm, installed in schema public
+	// when it exists, so dropping another schema never drops it); search_reindex lists the traces stored before
+	// this step, which Open indexes.
+	`
+CREATE TABLE search_reindex (
+	trace_id TEXT PRIMARY KEY
+);
+INSERT INTO search_reindex (trace_id) SELECT id FROM traces;
+{{SQLITE}}
+CREATE TABLE search_text (
+	id INTEGER PRIMARY KEY,
+	trace_id TEXT NOT NULL,
+	msg BIGINT NOT NULL,
+	tool BOOLEAN NOT NULL,
+	text TEXT NOT NULL
+);
+CREATE INDEX search_text_trace ON search_text (trace_id, msg);
+CREATE VIRTUAL TABLE search_fts USING fts5(text, content='search_text', content_rowid='id', tokenize='trigram case_sensitive 1', columnsize=0);
+CREATE TRIGGER search_text_insert AFTER INSERT ON search_text BEGIN
+	INSERT INTO search_fts (rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER search_text_delete AFTER DELETE ON search_text BEGIN
+	INSERT INTO search_fts (search_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+{{POSTGRES}}
+CREATE TABLE search_text (
+	id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	trace_id TEXT NOT NULL,
+	msg BIGINT NOT NULL,
+	tool BOOLEAN NOT NULL,
+	text TEXT NOT NULL
+);
+CREATE INDEX search_text_trace ON search_text (trace_id, msg);
+DO $$
+DECLARE
+	ext_schema text;
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm') THEN
+		IF EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public') THEN
+			CREATE EXTENSION pg_trgm SCHEMA public;
+		ELSE
+			CREATE EXTENSION pg_trgm;
+		END IF;
+	END IF;
+	SELECT n.nspname INTO ext_schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm';
+	EXECUTE format('CREATE INDEX search_text_trgm ON search_text USING gin (text %I.gin_trgm_ops)', ext_schema);
+END;
+$$;
+CREATE FUNCTION vigil_jsonb(t text) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+	RETURN t::jsonb;
+EXCEPTION WHEN others THEN
+	RETURN NULL;
+END;
+$$;
 `,
 }

@@ -36,12 +36,17 @@ func Open(ctx context.Context, b Backend) (*Store, error) {
 		{"messages", messageColList},
 		{"receipts", receiptColList},
 		{"annotations", annotationColList},
+		{"search_text", searchColList},
 	} {
 		if err := b.PrepareBulk(ctx, t.name, t.cols); err != nil {
 			return nil, err
 		}
 	}
-	return &Store{b: b}, nil
+	s := &Store{b: b}
+	if err := s.reindexPending(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Kind implements store.Store.

@@ -192,7 +192,7 @@ func (s *Store) loadMessages(ctx context.Context, ts []*store.Trace) error {
 			return fmt.Errorf("load messages: %w", err)
 		}
 		m.Index = int(idx)
-		if err := json.Unmarshal(nodes, &m.NodeIDs); err != nil {
+		if m.NodeIDs, err = parseNodeIDs(nodes); err != nil {
 			return fmt.Errorf("trace %s message %d node ids: %w", tid, idx, err)
 		}
 		m.Data = json.RawMessage(data)
@@ -206,6 +206,23 @@ func (s *Store) loadMessages(ctx context.Context, ts []*store.Trace) error {
 	return nil
 }
 
+// iterPage returns the query of the page of IterTraces and
+// IterTraceEvents after index after: cols of the dataset's traces with
+// opt's filters, in index order.
+func (s *Store) iterPage(cols, datasetID string, after int64, size int, opt store.IterOptions) (string, []any) {
+	var p params
+	q := `SELECT ` + cols + ` FROM traces WHERE dataset_id = ` + p.add(datasetID) + ` AND idx > ` + p.add(after)
+	if opt.IDs != nil {
+		p.add(s.b.ListArg(opt.IDs))
+		q += ` AND ` + s.b.In("id", p.n())
+	}
+	if opt.OnlyAnnotated {
+		q += ` AND EXISTS (SELECT 1 FROM annotations a WHERE a.trace_id = traces.id)`
+	}
+	q += ` ORDER BY idx LIMIT ` + p.add(int64(size))
+	return q, p.args
+}
+
 // IterTraces implements store.Traces.
 func (s *Store) IterTraces(ctx context.Context, datasetID string, opt store.IterOptions) iter.Seq2[*store.Trace, error] {
 	size := opt.PageSize
@@ -215,17 +232,8 @@ func (s *Store) IterTraces(ctx context.Context, datasetID string, opt store.Iter
 	return func(yield func(*store.Trace, error) bool) {
 		after := int64(-1)
 		for {
-			var p params
-			q := `SELECT ` + traceCols + ` FROM traces WHERE dataset_id = ` + p.add(datasetID) + ` AND idx > ` + p.add(after)
-			if opt.IDs != nil {
-				p.add(s.b.ListArg(opt.IDs))
-				q += ` AND ` + s.b.In("id", p.n())
-			}
-			if opt.OnlyAnnotated {
-				q += ` AND EXISTS (SELECT 1 FROM annotations a WHERE a.trace_id = traces.id)`
-			}
-			q += ` ORDER BY idx LIMIT ` + p.add(int64(size))
-			page, err := s.queryTraces(ctx, q, p.args...)
+			q, args := s.iterPage(traceCols, datasetID, after, size, opt)
+			page, err := s.queryTraces(ctx, q, args...)
 			if err == nil {
 				err = s.loadMessages(ctx, page)
 			}
@@ -255,6 +263,68 @@ func (s *Store) IterTraces(ctx context.Context, datasetID string, opt store.Iter
 			}
 		}
 	}
+}
+
+// IterTraceEvents implements store.Traces: per page one query, each
+// trace's events joined in index order by the database (string_agg, in
+// SQLite since 3.44 and in PostgreSQL), so a trace is one row, not one per
+// event.
+func (s *Store) IterTraceEvents(ctx context.Context, datasetID string, opt store.IterOptions) iter.Seq2[*store.TraceEvents, error] {
+	size := opt.PageSize
+	if size <= 0 {
+		size = 100
+	}
+	return func(yield func(*store.TraceEvents, error) bool) {
+		after := int64(-1)
+		for {
+			q, args := s.iterPage(traceCols+`, '[' || coalesce((SELECT string_agg(m.data, ',' ORDER BY m.idx) FROM messages m WHERE m.trace_id = traces.id), '') || ']'`,
+				datasetID, after, size, opt)
+			page, err := s.queryTraceEvents(ctx, q, args...)
+			if err != nil {
+				yield(nil, fmt.Errorf("read dataset %s: %w", datasetID, err))
+				return
+			}
+			n := len(page)
+			if n == 0 {
+				return
+			}
+			after = page[n-1].Trace.Index
+			for i, te := range page {
+				page[i] = nil // collectable once yielded, as in IterTraces
+				if !yield(te, nil) {
+					return
+				}
+			}
+			if n < size {
+				return
+			}
+		}
+	}
+}
+
+func (s *Store) queryTraceEvents(ctx context.Context, q string, args ...any) ([]*store.TraceEvents, error) {
+	rows, err := s.b.Reader().Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list trace events: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.TraceEvents
+	for rows.Next() {
+		var x traceScan
+		var events []byte
+		if err := rows.Scan(append(x.dest(), &events)...); err != nil {
+			return nil, fmt.Errorf("list trace events: %w", err)
+		}
+		t, err := x.finish()
+		if err != nil {
+			return nil, fmt.Errorf("list trace events: %w", err)
+		}
+		out = append(out, &store.TraceEvents{Trace: t, Events: events}) // the driver's copy, ours to keep
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list trace events: %w", err)
+	}
+	return out, nil
 }
 
 // UpdateTrace implements store.Traces.
@@ -290,6 +360,11 @@ func (s *Store) UpdateTrace(ctx context.Context, id string, up store.TraceUpdate
 		if err != nil {
 			return fmt.Errorf("update trace %s: %w", id, err)
 		}
+		if up.Name != nil {
+			if err := s.reindexName(ctx, tx, t); err != nil {
+				return fmt.Errorf("update trace %s: %w", id, err)
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -313,6 +388,7 @@ func (s *Store) DeleteTrace(ctx context.Context, id string, closeFn store.CloseF
 		for _, q := range []string{
 			`DELETE FROM annotations WHERE trace_id = $1`,
 			`DELETE FROM messages WHERE trace_id = $1`,
+			`DELETE FROM search_text WHERE trace_id = $1`,
 			`DELETE FROM traces WHERE id = $1`,
 		} {
 			if _, err := tx.Exec(ctx, q, id); err != nil {

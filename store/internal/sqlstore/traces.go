@@ -98,6 +98,65 @@ func nodeIDsJSON(ids []string) string {
 	return string(append(b, ']'))
 }
 
+// parseNodeIDs decodes a node_ids column. The form nodeIDsJSON writes
+// (and PostgreSQL's jsonb rendering of it, with spaces) is read directly:
+// encoding/json cost more than the rest of a message row when a dataset
+// is streamed (IterTraces). Anything else (escapes, non-ASCII, null) goes
+// through encoding/json, so the result is always json.Unmarshal's.
+func parseNodeIDs(b []byte) ([]string, error) {
+	if ids, ok := parsePlainIDs(b); ok {
+		return ids, nil
+	}
+	var ids []string
+	err := json.Unmarshal(b, &ids)
+	return ids, err
+}
+
+// parsePlainIDs reads a JSON array of strings without escapes or
+// non-ASCII bytes; ok is false for anything else.
+func parsePlainIDs(b []byte) (ids []string, ok bool) {
+	ws := func(i int) int {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+			i++
+		}
+		return i
+	}
+	i := ws(0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, false
+	}
+	ids = make([]string, 0, 4)
+	if i = ws(i + 1); i < len(b) && b[i] == ']' {
+		return ids, ws(i+1) == len(b)
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		j := i + 1
+		for ; j < len(b) && b[j] != '"'; j++ {
+			if c := b[j]; c == '\\' || c < 0x20 || c >= 0x80 {
+				return nil, false
+			}
+		}
+		if j >= len(b) {
+			return nil, false
+		}
+		ids = append(ids, string(b[i+1:j]))
+		if i = ws(j + 1); i >= len(b) {
+			return nil, false
+		}
+		switch b[i] {
+		case ']':
+			return ids, ws(i+1) == len(b)
+		case ',':
+			i = ws(i + 1)
+		default:
+			return nil, false
+		}
+	}
+}
+
 var receiptColList = []string{"session_id", "seq", "id", "hash", "timestamp", "text"}
 
 func receiptRow(r *store.Receipt) []any {
@@ -286,6 +345,7 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			b.Insert("messages", messageColList, msgRows)
 			b.Insert("receipts", receiptColList, recRows)
 			b.Insert("annotations", annotationColList, annRows)
+			b.Insert("search_text", searchColList, searchRows(t.ID, t.Name, msgs))
 			res.Traces = append(res.Traces, t)
 			for j := range msgs {
 				pending += len(msgs[j].Data)
@@ -640,6 +700,7 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 		}
 		b.Insert("receipts", receiptColList, rrows)
 		b.Insert("annotations", annotationColList, annRows)
+		b.Insert("search_text", searchColList, searchRows(t.ID, "", msgs))
 		if t.DatasetID != "" {
 			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at))
 		}

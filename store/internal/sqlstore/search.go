@@ -1,0 +1,525 @@
+package sqlstore
+
+// Search (explorer-api §7): the index maintained on the write path
+// (searchRows, called from PushTraces, AppendEvents, UpdateTrace; deletes
+// in DeleteTrace and DeleteDataset) and the compiler from a search.Query
+// to SQL. SQLite answers free-text terms from FTS5 (trigram tokenizer) and
+// metadata filters through vigil_meta, a Go function store/sqlite
+// registers (search.Meta.Match); PostgreSQL from pg_trgm's GIN index and
+// SQL over jsonb that reproduces search.Meta.Match. The storetest search
+// table runs every filter on both and must give identical results.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/search"
+	"github.com/vigilhq/vigil/store"
+)
+
+// searchColList are the columns searchRows fills.
+var searchColList = []string{"trace_id", "msg", "tool", "text"}
+
+// searchRows returns the index rows of a trace's name (when name is not
+// "") and of msgs. A field whose folded text repeats one already among
+// msgs (a system prompt resent each turn, identical tool outputs) is
+// indexed once: a trace matches when any of its fields does, so the
+// repeat adds nothing but index writes.
+func searchRows(traceID, name string, msgs []store.Message) [][]any {
+	var rows [][]any
+	if name != "" {
+		rows = append(rows, []any{traceID, int64(-1), false, search.Fold(name)})
+	}
+	type key struct {
+		tool bool
+		text string
+	}
+	seen := map[key]bool{}
+	for i := range msgs {
+		for _, f := range search.Fields(msgs[i].Index, msgs[i].Data) {
+			k := key{f.Tool, search.Fold(f.Text)}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			rows = append(rows, []any{traceID, int64(f.Msg), f.Tool, k.text})
+		}
+	}
+	return rows
+}
+
+// reindexPending indexes the traces stored before the search migration
+// (search_reindex), a page at a time, each page in its own transaction.
+func (s *Store) reindexPending(ctx context.Context) error {
+	for {
+		var ids []string
+		rows, err := s.b.Reader().Query(ctx, `SELECT trace_id FROM search_reindex ORDER BY trace_id LIMIT 200`)
+		if err != nil {
+			return fmt.Errorf("search reindex: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return fmt.Errorf("search reindex: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("search reindex: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		ts, err := s.queryTraces(ctx, `SELECT `+traceCols+` FROM traces WHERE `+s.b.In("id", 1), s.b.ListArg(ids))
+		if err != nil {
+			return fmt.Errorf("search reindex: %w", err)
+		}
+		if err := s.loadMessages(ctx, ts); err != nil {
+			return fmt.Errorf("search reindex: %w", err)
+		}
+		err = s.inTx(ctx, func(tx Tx) error {
+			var b Batch
+			b.Exec(`DELETE FROM search_text WHERE `+s.b.In("trace_id", 1), s.b.ListArg(ids))
+			for _, t := range ts {
+				b.Insert("search_text", searchColList, searchRows(t.ID, t.Name, t.Messages))
+			}
+			b.Exec(`DELETE FROM search_reindex WHERE `+s.b.In("trace_id", 1), s.b.ListArg(ids))
+			return tx.RunBatch(ctx, &b)
+		})
+		if err != nil {
+			return fmt.Errorf("search reindex: %w", err)
+		}
+	}
+}
+
+// searchCursor is the decoded NextCursor: the sort key and id of the last
+// trace of the page.
+type searchCursor struct {
+	K  int64  `json:"k"`
+	ID string `json:"id"`
+}
+
+var searchOrderCol = map[store.TraceOrder]struct {
+	col  string
+	desc bool
+}{
+	store.OrderIndex:              {"t.idx", false},
+	store.OrderIndexDesc:          {"t.idx", true},
+	store.OrderTimeCreated:        {"t.time_created", false},
+	store.OrderTimeCreatedDesc:    {"t.time_created", true},
+	store.OrderTimeLastPushed:     {"t.time_last_pushed", false},
+	store.OrderTimeLastPushedDesc: {"t.time_last_pushed", true},
+}
+
+// Search implements store.Searcher.
+func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.SearchResult, error) {
+	q, err := search.Parse(req.Query)
+	if err != nil {
+		return nil, fmt.Errorf("search %q: %w", req.Query, err)
+	}
+	ord, ok := searchOrderCol[req.Order]
+	if !ok {
+		return nil, fmt.Errorf("search: unknown order %d", req.Order)
+	}
+	if req.Now.IsZero() {
+		req.Now = time.Now()
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	c := &compiler{s: s, req: &req}
+	var where []string
+	switch {
+	case req.AllOwners:
+	case req.Public:
+		where = append(where, `(t.owner_id = `+c.p.add(req.OwnerID)+` OR t.dataset_id IN (SELECT id FROM datasets WHERE is_public))`)
+	default:
+		where = append(where, `t.owner_id = `+c.p.add(req.OwnerID))
+	}
+	if req.DatasetIDs != nil {
+		c.p.add(s.b.ListArg(req.DatasetIDs))
+		where = append(where, s.b.In("t.dataset_id", c.p.n()))
+	}
+	if q.Root != nil {
+		// The longest positive top-level term drives the search through
+		// the index; the other top-level terms are verified per candidate.
+		conj := []search.Node{q.Root}
+		if a, ok := q.Root.(*search.And); ok {
+			conj = a.X
+		}
+		driver := -1
+		for i, n := range conj {
+			if t, ok := n.(*search.Text); ok && utf8.RuneCountInString(search.Fold(t.Value)) >= 3 &&
+				(driver < 0 || utf8.RuneCountInString(t.Value) > utf8.RuneCountInString(conj[driver].(*search.Text).Value)) {
+				driver = i
+			}
+		}
+		for i, n := range conj {
+			if t, ok := n.(*search.Text); ok && i != driver {
+				where = append(where, c.textScan(t.Value))
+				continue
+			}
+			if i == driver && c.pg() {
+				// An array from an InitPlan: PostgreSQL then drives from
+				// the trigram index whatever its statistics say (right
+				// after a bulk load, before ANALYZE, a semi-join plan
+				// scanned every trace).
+				f := search.Fold(n.(*search.Text).Value)
+				where = append(where, `t.id = ANY(ARRAY(SELECT DISTINCT s.trace_id FROM search_text s WHERE s.text LIKE `+
+					c.p.add("%"+escapeLike(f)+"%")+` ESCAPE '\'))`)
+				continue
+			}
+			w, err := c.node(n)
+			if err != nil {
+				return nil, err
+			}
+			where = append(where, w)
+		}
+	}
+	from := ` FROM traces t`
+	md := `vigil_jsonb(t.metadata)`
+	if c.metaPaths > 1 {
+		// Several comparisons: parse the metadata once per row (OFFSET 0
+		// keeps PostgreSQL from inlining the subquery). One comparison
+		// parses it in place, which lets the planner filter first.
+		from += `, LATERAL (SELECT vigil_jsonb(t.metadata) AS md OFFSET 0) m`
+		md = `m.md`
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = ` WHERE ` + strings.ReplaceAll(strings.Join(where, ` AND `), metadataMarker, md)
+	}
+	res := &store.SearchResult{Total: -1}
+	if !req.NoTotal {
+		cp := c.p
+		var n int
+		err := s.b.Reader().QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1`+from+cond+` LIMIT `+cp.add(int64(store.MaxSearchTotal+1))+`) x`, cp.args...).Scan(&n)
+		if err != nil {
+			return nil, fmt.Errorf("search %q: count: %w", req.Query, err)
+		}
+		res.Total, res.TotalIsEstimate = min(n, store.MaxSearchTotal), n > store.MaxSearchTotal
+	}
+	if req.Cursor != "" {
+		var cur searchCursor
+		raw, err := base64.RawURLEncoding.DecodeString(req.Cursor)
+		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.ID == "" {
+			return nil, fmt.Errorf("search cursor %q: %w", req.Cursor, store.ErrInvalidCursor)
+		}
+		cmp := ">"
+		if ord.desc {
+			cmp = "<"
+		}
+		k := c.p.add(cur.K)
+		id := c.p.add(cur.ID)
+		keyset := `(` + ord.col + ` ` + cmp + ` ` + k + ` OR ` + ord.col + ` = ` + k + ` AND t.id > ` + id + `)`
+		if cond == "" {
+			cond = ` WHERE ` + keyset
+		} else {
+			cond += ` AND ` + keyset
+		}
+	}
+	dir := ""
+	if ord.desc {
+		dir = " DESC"
+	}
+	sql := `SELECT ` + prefixed("t", splitCols(traceCols)) + from + cond +
+		` ORDER BY ` + ord.col + dir + `, t.id LIMIT ` + c.p.add(int64(limit+1))
+	ts, err := s.queryTraces(ctx, sql, c.p.args...)
+	if err != nil {
+		return nil, fmt.Errorf("search %q: %w", req.Query, err)
+	}
+	if len(ts) > limit {
+		ts = ts[:limit]
+		last := ts[limit-1]
+		k := last.Index
+		switch ord.col {
+		case "t.time_created":
+			k = micros(last.TimeCreated)
+		case "t.time_last_pushed":
+			k = micros(last.TimeLastPushed)
+		}
+		raw, _ := json.Marshal(searchCursor{k, last.ID})
+		res.NextCursor = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	if req.WithMessages {
+		if err := s.loadMessages(ctx, ts); err != nil {
+			return nil, fmt.Errorf("search %q: %w", req.Query, err)
+		}
+	}
+	res.Traces = ts
+	return res, nil
+}
+
+// compiler turns query nodes into SQL conditions on traces t.
+type compiler struct {
+	s   *Store
+	req *store.SearchRequest
+	p   params
+	// metaPaths counts the metadata paths the SQL reads (PostgreSQL),
+	// each through metadataMarker.
+	metaPaths int
+}
+
+// metadataMarker stands for the parsed metadata in compiled SQL until
+// Search knows how many comparisons read it (no user text is ever part
+// of the SQL, so the marker cannot collide).
+const metadataMarker = "{{METADATA}}"
+
+func (c *compiler) pg() bool { return c.s.b.Kind() == "postgres" }
+
+func (c *compiler) node(n search.Node) (string, error) {
+	switch n := n.(type) {
+	case *search.And, *search.Or:
+		var xs []search.Node
+		sep := ` AND `
+		if a, ok := n.(*search.And); ok {
+			xs = a.X
+		} else {
+			xs, sep = n.(*search.Or).X, ` OR `
+		}
+		parts := make([]string, len(xs))
+		for i, x := range xs {
+			w, err := c.node(x)
+			if err != nil {
+				return "", err
+			}
+			parts[i] = w
+		}
+		return `(` + strings.Join(parts, sep) + `)`, nil
+	case *search.Not:
+		w, err := c.node(n.X)
+		if err != nil {
+			return "", err
+		}
+		return `NOT COALESCE(` + w + `, FALSE)`, nil
+	case *search.Text:
+		return c.textIndexed(n.Value), nil
+	case *search.Is:
+		w := c.is(n.Name)
+		if n.Neg {
+			return `NOT ` + w, nil
+		}
+		return w, nil
+	case *search.Meta:
+		return c.meta(n), nil
+	case *search.Source:
+		if n.Value == "user" {
+			return c.annotation(`a.source IN ('', 'user')`), nil
+		}
+		return c.annotation(`a.source = ` + c.p.add(n.Value)), nil
+	case *search.Guardrail:
+		name, id := c.annJSON("guardrail", "name"), c.annJSON("guardrail", "id")
+		if c.pg() {
+			name = `(` + name + `) COLLATE "C"`
+		}
+		var w string
+		if n.Prefix {
+			pat := c.p.add(escapeLike(search.LowerASCII(n.Value)) + "%")
+			w = `(lower(` + name + `) LIKE ` + pat + ` ESCAPE '\' OR ` + id + ` LIKE ` + c.p.add(escapeLike(n.Value)+"%") + ` ESCAPE '\')`
+			if !c.pg() { // SQLite's LIKE ignores ASCII case; ids must match exactly
+				w = `(lower(` + name + `) LIKE ` + pat + ` ESCAPE '\' OR substr(` + id + `, 1, ` + c.p.add(int64(utf8.RuneCountInString(n.Value))) + `) = ` + c.p.add(n.Value) + `)`
+			}
+		} else {
+			w = `(lower(` + name + `) = ` + c.p.add(search.LowerASCII(n.Value)) + ` OR ` + id + ` = ` + c.p.add(n.Value) + `)`
+		}
+		return c.annotation(`a.source = 'guardrails-error' AND ` + w), nil
+	case *search.Severity:
+		op := n.Op
+		return c.annotation(c.severityBucket() + ` ` + op + ` ` + c.p.add(int64(n.Level))), nil
+	case *search.Annotation:
+		return c.annotation(c.contains(`lower(a.content)`, c.p.add(search.LowerASCII(n.Value)))), nil
+	case *search.Tool:
+		pat := escapeLike(search.Fold(n.Name))
+		pat = strings.ReplaceAll(pat, "*", "%")
+		return `EXISTS (SELECT 1 FROM search_text s WHERE s.trace_id = t.id AND s.tool AND s.text LIKE ` + c.p.add(pat) + ` ESCAPE '\')`, nil
+	case *search.Session:
+		m := &search.Meta{Path: []string{"session_id"}, Quoted: []bool{true}, Op: "=", Value: n.Key, Kind: search.KindString}
+		return `(t.session_key = ` + c.p.add(n.Key) + ` OR ` + c.meta(m) + `)`, nil
+	case *search.Dataset:
+		ref := n.Ref
+		user, name, hasUser := strings.Cut(ref, "/")
+		w := `d.id = ` + c.p.add(ref)
+		if hasUser {
+			w += ` OR d.name = ` + c.p.add(name) + ` AND d.owner_id IN (SELECT id FROM users WHERE username = ` + c.p.add(user) + `)`
+		} else {
+			w += ` OR d.name = ` + c.p.add(ref) + ` AND d.owner_id = ` + c.p.add(c.req.CallerID)
+		}
+		return `t.dataset_id IN (SELECT d.id FROM datasets d WHERE ` + w + `)`, nil
+	case *search.Time:
+		col, op := "t.time_created", "<"
+		if n.Updated() {
+			col = "t.time_last_pushed"
+		}
+		if n.After() {
+			op = ">="
+		}
+		return col + ` ` + op + ` ` + c.p.add(micros(n.At(c.req.Now))), nil
+	case *search.IDs:
+		c.p.add(c.s.b.ListArg(n.IDs))
+		return c.s.b.In("t.id", c.p.n()), nil
+	case *search.Indices:
+		var singles []int64
+		var parts []string
+		for _, r := range n.Ranges {
+			if r[0] == r[1] {
+				singles = append(singles, r[0])
+			} else {
+				parts = append(parts, `t.idx BETWEEN `+c.p.add(r[0])+` AND `+c.p.add(r[1]))
+			}
+		}
+		if singles != nil {
+			c.p.add(c.s.b.ListArg(singles))
+			parts = append(parts, c.s.b.In("t.idx", c.p.n()))
+		}
+		return `(t.dataset_id IS NOT NULL AND (` + strings.Join(parts, ` OR `) + `))`, nil
+	}
+	return "", fmt.Errorf("search: cannot compile %T", n)
+}
+
+// contains is "needle (a parameter) occurs in haystack".
+func (c *compiler) contains(haystack, needle string) string {
+	if c.pg() {
+		return `strpos(` + haystack + `, ` + needle + `) > 0`
+	}
+	return `instr(` + haystack + `, ` + needle + `) > 0`
+}
+
+// textIndexed is a free-text term answered from the trigram index (terms
+// of three code points or more), else by scanning the trace's fields.
+func (c *compiler) textIndexed(term string) string {
+	f := search.Fold(term)
+	if utf8.RuneCountInString(f) < 3 {
+		return c.textScan(term)
+	}
+	if c.pg() {
+		return `t.id IN (SELECT s.trace_id FROM search_text s WHERE s.text LIKE ` + c.p.add("%"+escapeLike(f)+"%") + ` ESCAPE '\')`
+	}
+	return `t.id IN (SELECT s.trace_id FROM search_fts f JOIN search_text s ON s.id = f.rowid WHERE search_fts MATCH ` +
+		c.p.add(`"`+strings.ReplaceAll(f, `"`, `""`)+`"`) + `)`
+}
+
+// textScan checks a free-text term against the fields of each candidate.
+func (c *compiler) textScan(term string) string {
+	return `EXISTS (SELECT 1 FROM search_text s WHERE s.trace_id = t.id AND ` + c.contains("s.text", c.p.add(search.Fold(term))) + `)`
+}
+
+func (c *compiler) annotation(cond string) string {
+	return `EXISTS (SELECT 1 FROM annotations a WHERE a.trace_id = t.id AND ` + cond + `)`
+}
+
+// annJSON is the text at path in the annotation's extra_metadata.
+func (c *compiler) annJSON(path ...string) string {
+	if c.pg() {
+		return `(vigil_jsonb(a.extra_metadata) #>> '{` + strings.Join(path, ",") + `}')`
+	}
+	return `json_extract(a.extra_metadata, '$.` + strings.Join(path, ".") + `')`
+}
+
+// severityBucket is the annotation's severity as 0 (info), 1 (warn), 2
+// (critical) or NULL (explorer-api §2.2).
+func (c *compiler) severityBucket() string {
+	num := func(v string) string {
+		return `CASE WHEN ` + v + ` < 0 OR ` + v + ` > 1 THEN NULL WHEN ` + v + ` < 0.45 THEN 0 WHEN ` + v + ` < 0.8 THEN 1 ELSE 2 END`
+	}
+	word := func(v string) string {
+		return `CASE ` + v + ` WHEN 'info' THEN 0 WHEN 'warn' THEN 1 WHEN 'critical' THEN 2 END`
+	}
+	if c.pg() {
+		v := `vigil_jsonb(a.extra_metadata) -> 'severity'`
+		return `(CASE jsonb_typeof(` + v + `) WHEN 'string' THEN ` + word(`(`+v+` #>> '{}')`) +
+			` WHEN 'number' THEN ` + num(`(`+v+` #>> '{}')::numeric`) + ` END)`
+	}
+	v := `json_extract(a.extra_metadata, '$.severity')`
+	return `(CASE json_type(a.extra_metadata, '$.severity') WHEN 'text' THEN ` + word(v) +
+		` WHEN 'integer' THEN ` + num(v) + ` WHEN 'real' THEN ` + num(v) + ` END)`
+}
+
+func (c *compiler) is(name string) string {
+	switch name {
+	case "annotated":
+		return c.annotation(`TRUE`)
+	case "flagged":
+		return c.annotation(`a.source IN ('guardrails-error', 'mcp-pin')`)
+	case "blocked":
+		return c.meta(&search.Meta{Path: []string{"vigil", "blocked_calls"}, Quoted: []bool{true, true}, Op: ">", Value: "0", Kind: search.KindNumber})
+	case "shared":
+		return `t.shared`
+	case "snippet":
+		return `t.dataset_id IS NULL`
+	case "gateway":
+		return c.meta(&search.Meta{Path: []string{"via_gateway"}, Quoted: []bool{true}, Op: "=", Value: "true", Kind: search.KindBool})
+	case "mcp":
+		return c.meta(&search.Meta{Path: []string{"source"}, Quoted: []bool{true}, Op: "=", Value: "mcp", Kind: search.KindString})
+	case "otel":
+		return `t.session_key LIKE 'otel:%'`
+	}
+	return `FALSE`
+}
+
+// meta compiles a metadata filter: vigil_meta (search.Meta.Match) on
+// SQLite, the same semantics over jsonb on PostgreSQL.
+func (c *compiler) meta(m *search.Meta) string {
+	if !c.pg() {
+		return `vigil_meta(t.metadata, ` + c.p.add(m.String()) + `) = 1`
+	}
+	var alts []string
+	for _, path := range m.Paths() {
+		if (m.Kind == search.KindNull && m.Op != "=" && m.Op != "" && m.Op != "%") ||
+			(m.Kind == search.KindBool && m.Op != "=" && m.Op != "!=" && m.Op != "" && m.Op != "%") {
+			alts = append(alts, `FALSE`) // no order on null and booleans
+			continue
+		}
+		c.p.add(path)
+		c.metaPaths++
+		v := `(` + metadataMarker + ` #> ` + "$" + strconv.Itoa(c.p.n()) + `::text[])`
+		typ := `jsonb_typeof` + v
+		str := `((` + v + ` #>> '{}') COLLATE "C")`
+		var w string
+		switch {
+		case m.Op == "":
+			w = typ + ` <> 'null'`
+		case m.Op == "%":
+			w = `(` + typ + ` = 'string' AND strpos(lower` + str + `, ` + c.p.add(search.LowerASCII(m.Value)) + `) > 0)`
+		case m.Kind == search.KindNull && m.Op == "=":
+			w = typ + ` = 'null'`
+		case m.Kind == search.KindBool && (m.Op == "=" || m.Op == "!="):
+			w = `(` + typ + ` = 'boolean' AND ` + str + ` ` + sqlOp(m.Op) + ` ` + c.p.add(m.Value) + `)`
+		case m.Kind == search.KindNull || m.Kind == search.KindBool:
+			w = `FALSE` // no order on null and booleans
+		case m.Kind == search.KindNumber:
+			w = `(CASE WHEN ` + typ + ` = 'number' THEN ` + str + `::numeric WHEN ` + typ + ` = 'string' AND ` + str + ` ~ ` +
+				c.p.add(search.NumberRx.String()) + ` THEN ` + str + `::numeric END) ` + sqlOp(m.Op) + ` ` + c.p.add(m.Value) + `::numeric`
+		default:
+			w = `(` + typ + ` = 'string' AND ` + str + ` ` + sqlOp(m.Op) + ` ` + c.p.add(m.Value) + `)`
+		}
+		alts = append(alts, `COALESCE(`+w+`, FALSE)`)
+	}
+	return `(` + strings.Join(alts, ` OR `) + `)`
+}
+
+func sqlOp(op string) string {
+	if op == "!=" {
+		return "<>"
+	}
+	return op
+}
+
+// reindexName replaces the index row of t's name.
+func (s *Store) reindexName(ctx context.Context, tx Tx, t *store.Trace) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM search_text WHERE trace_id = $1 AND msg = -1`, t.ID); err != nil {
+		return err
+	}
+	if rows := searchRows(t.ID, t.Name, nil); len(rows) > 0 {
+		return tx.BulkInsert(ctx, "search_text", searchColList, rows)
+	}
+	return nil
+}
