@@ -17,7 +17,7 @@ import (
 )
 
 // vigil backtest: a rule run over a dataset stored on a server
-// (spec/explorer-api.md §9.4), client side through package client.
+// (docs/api.md, "Backtests"), client side through package client.
 
 func init() {
 	register(command{name: "backtest", summary: "run a policy over a dataset on a server (and compare it with another)", run: runBacktest})

@@ -10,8 +10,9 @@ import (
 	"github.com/vigilhq/vigil/client"
 )
 
-// vigil evals: eval results computed by a running server (spec/ledger.md
-// §8.3), for a terminal or a CI step (exit 1 when a case fails).
+// vigil evals: eval results computed by a running server (docs/api.md,
+// "Findings, review queue and evals"), for a terminal or a CI step (exit 1
+// when a case fails).
 
 func init() {
 	register(command{name: "evals", summary: "show eval results from a server (exit 1 when a case fails)", run: runEvals})

@@ -14,7 +14,7 @@ import (
 )
 
 // vigil findings: the review queue against a running server
-// (spec/ledger.md §8.1, §8.2): list, show, and the review transitions
+// (docs/api.md, "Findings, review queue and evals"): list, show, and the review transitions
 // accept, dismiss and reopen.
 
 func init() {
