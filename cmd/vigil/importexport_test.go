@@ -266,7 +266,8 @@ func TestImportAppendIndices(t *testing.T) {
 // or a wrong one) says where the key comes from and how to make one, after
 // the server's own message.
 func TestRefusedKeyHint(t *testing.T) {
-	url, _ := newInProcessServer(t)
+	serve := startServe(t, t.TempDir(), "VIGIL_API_KEY="+testKey)
+	url := serve.url
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	os.WriteFile(in, []byte(`{"messages": [{"role": "user", "content": "hi"}]}`+"\n"), 0o644)
 	tests := []struct {
@@ -291,6 +292,13 @@ func TestRefusedKeyHint(t *testing.T) {
 				t.Errorf("exit %d, want 2", code)
 			}
 		})
+	}
+	// import asks who the key is before it streams the file: a server
+	// refuses a large upload by a bad key before reading it and closes the
+	// connection, and the client then often saw only "connection reset by
+	// peer" or "broken pipe" instead of the 401.
+	if log := serve.stderr.String(); strings.Contains(log, "/api/v1/dataset/upload") {
+		t.Errorf("an import with a refused key sent its file:\n%s", log)
 	}
 	// A good key and a failure of another kind get no key hint.
 	t.Setenv("VIGIL_API_KEY", testKey)
