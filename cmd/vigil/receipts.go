@@ -26,7 +26,8 @@ const maxReceiptsInput = 64 << 20
 
 const receiptsUsage = `Usage: vigil receipts <canon|sign|verify> [flags] [arguments]
 
-Work with receipt chains (spec/ledger.md). Machine output is one line of JSON
+Work with receipt chains (hash-chained, Ed25519-signed action records,
+wire-compatible with the Invariance SDK). Machine output is one line of JSON
 on stdout; diagnostics go to stderr.
 
   canon    read one JSON value on stdin; print its canonical form and SHA-256
@@ -71,7 +72,7 @@ func readLimited(r io.Reader, what string) ([]byte, error) {
 func runReceiptsCanon(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("receipts canon", "receipts canon < value.json",
 		"Read one JSON value on stdin and print its canonical form (JS JSON.stringify\n"+
-			"with sorted keys, spec/ledger.md §2) on line 1 and the lowercase hex SHA-256\n"+
+			"with sorted keys) on line 1 and the lowercase hex SHA-256\n"+
 			"of that line on line 2. Split the output on \\n only: line 1 may contain raw\n"+
 			"U+2028, U+2029 or U+0085.", stderr)
 	pos, err := parseFlags(fs, args)
