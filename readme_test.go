@@ -206,3 +206,19 @@ func waitHealthy(t *testing.T, url string, out *bytes.Buffer, l readmeLine) {
 	}
 	t.Fatalf("README.md:%d: %s: server not healthy within 30s; output:\n%s", l.lineNo, l.cmd, out)
 }
+
+// TestReadmeCitesNoDesignDocs fails on a README line that cites the design
+// documents (shared/spec/…, "policy-language §13.3"): a user of the
+// repository does not have them; the README cites docs/ instead.
+func TestReadmeCitesNoDesignDocs(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx := regexp.MustCompile(`shared/|spec/|§|policy-language|explorer-api|gateway\.md|ledger\.md|web-ui\.md`)
+	for i, line := range strings.Split(string(data), "\n") {
+		if rx.MatchString(line) {
+			t.Errorf("README.md:%d cites a design document: %s", i+1, line)
+		}
+	}
+}

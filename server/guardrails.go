@@ -316,13 +316,44 @@ func checkScope(raw json.RawMessage) (json.RawMessage, error) {
 }
 
 // loadRule compiles a rule text for a write: 400 policy_invalid with the
-// first error in detail and every error with its line and column.
-func (s *Server) loadRule(src string) error {
-	_, err := s.rules.Load(src)
-	if err == nil {
-		return nil
+// first error in detail and every error with its line and column. A rule
+// that compiles returns its load-time warnings as "line:col: message"
+// (an entity no recogniser reports, a detector that needs a model, …).
+func (s *Server) loadRule(src string) ([]string, error) {
+	pol, err := s.rules.Load(src)
+	if err != nil {
+		return nil, policyInvalid(err)
 	}
-	return policyInvalid(err)
+	warns := make([]string, 0, len(pol.Warnings))
+	for _, w := range pol.Warnings {
+		pos := w.Position()
+		warns = append(warns, fmt.Sprintf("%d:%d: %s", pos.Line, pos.Column, w.Msg))
+	}
+	return warns, nil
+}
+
+// withLoadWarnings returns the extra_metadata object extra with its
+// "load_warnings" member set to warns (removed when there are none), so
+// that a rule's load warnings are stored with the guardrail and shown
+// wherever it is. extra is a JSON object or empty.
+func withLoadWarnings(extra json.RawMessage, warns []string) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(extra)) > 0 {
+		if err := json.Unmarshal(extra, &m); err != nil {
+			return nil, fmt.Errorf("guardrail extra_metadata: %w", err)
+		}
+	}
+	_, had := m["load_warnings"]
+	if len(warns) == 0 && !had {
+		return extra, nil
+	}
+	if len(warns) == 0 {
+		delete(m, "load_warnings")
+	} else {
+		b, _ := json.Marshal(warns)
+		m["load_warnings"] = b
+	}
+	return marshalNoEscape(m)
 }
 
 // policyInvalid is the 400 of a rule that does not compile (explorer-api
@@ -392,7 +423,11 @@ func (s *Server) handleGuardrailCreate(w http.ResponseWriter, r *http.Request, p
 	if err != nil {
 		return err
 	}
-	if err := s.loadRule(*content); err != nil {
+	warns, err := s.loadRule(*content)
+	if err != nil {
+		return err
+	}
+	if extra, err = withLoadWarnings(extra, warns); err != nil {
 		return err
 	}
 	g := &store.Guardrail{DatasetID: d.ID, OwnerID: d.OwnerID, Name: *name, Content: *content, Enabled: true,
@@ -495,8 +530,18 @@ func (s *Server) handleGuardrailUpdate(w http.ResponseWriter, r *http.Request, p
 		return err
 	}
 	if up.Content != nil {
-		if err := s.loadRule(*up.Content); err != nil {
+		warns, err := s.loadRule(*up.Content)
+		if err != nil {
 			return err
+		}
+		base := up.ExtraMetadata
+		if base == nil {
+			base = g.ExtraMetadata
+		}
+		if extra, err := withLoadWarnings(base, warns); err != nil {
+			return err
+		} else if !bytes.Equal(extra, base) || up.ExtraMetadata != nil {
+			up.ExtraMetadata = extra
 		}
 	}
 	if _, err := s.st.UpdateGuardrail(r.Context(), g.ID, up); err != nil {
@@ -748,7 +793,7 @@ func (s *Server) handleGuardrailRestore(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	if err := s.loadRule(v.Content); err != nil {
+	if _, err := s.loadRule(v.Content); err != nil { // its load_warnings were stored with the version
 		return err
 	}
 	g, err := s.st.RestoreGuardrail(r.Context(), v.GuardrailID, n, p.User.ID, body.Comment)

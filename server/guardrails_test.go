@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -651,5 +652,40 @@ func FuzzCheckScope(f *testing.F) {
 			t.Fatalf("checkScope(%s) = %s, then %s, %v", raw, out, again, err)
 		}
 		_ = scopeMatches(out, "mcp", "srv", "cli")
+	})
+}
+
+// TestGuardrailLoadWarnings: a rule's load-time warnings (here an entity
+// type no recogniser reports) are stored with the guardrail in
+// extra_metadata.load_warnings, beside the caller's own members, and
+// cleared when an update's rule has none (issue 18: no silent gaps).
+func TestGuardrailLoadWarnings(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		fx := newGuardrailFixture(t, ts)
+		ctx := context.Background()
+		warned := "from invariant.detectors import pii\nraise \"p\" if:\n    (msg: Message)\n    len(pii(msg, entities=[\"PERSON\", \"NRP\"])) > 0\n"
+		d, err := ts.c.CreateGuardrail(ctx, fx.ds.ID, client.GuardrailCreate{Name: "pii", Policy: warned,
+			ExtraMetadata: map[string]any{"team": "privacy"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs, err := d.Policies()
+		if err != nil || len(gs) != 1 {
+			t.Fatalf("policies = %v (%v)", d.ExtraMetadata["policies"], err)
+		}
+		ws, _ := gs[0].ExtraMetadata["load_warnings"].([]any)
+		if len(ws) != 1 || !strings.Contains(fmt.Sprint(ws[0]), "4:") || !strings.Contains(fmt.Sprint(ws[0]), "entity NRP") ||
+			gs[0].ExtraMetadata["team"] != "privacy" {
+			t.Fatalf("extra_metadata = %v, want the NRP warning at line 4 and the team member", gs[0].ExtraMetadata)
+		}
+		clean := ruleEmail
+		d, err = ts.c.UpdateGuardrail(ctx, fx.ds.ID, gs[0].ID, client.GuardrailUpdate{Policy: &clean})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs, _ = d.Policies()
+		if _, ok := gs[0].ExtraMetadata["load_warnings"]; ok || gs[0].ExtraMetadata["team"] != "privacy" {
+			t.Errorf("after a rule without warnings, extra_metadata = %v", gs[0].ExtraMetadata)
+		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -495,6 +496,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) ([]string, error) {
 			return nil, errors.New(msg)
 		}
 		keys = append(keys, full)
+		if err := checkValue(n.Content[i+1], ft, full); err != nil {
+			return nil, err
+		}
 		sub, err := checkKeys(n.Content[i+1], ft, full)
 		if err != nil {
 			return nil, err
@@ -502,6 +506,77 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) ([]string, error) {
 		keys = append(keys, sub...)
 	}
 	return keys, nil
+}
+
+// checkValue checks that the value v of key fits the field type t, so
+// that a value of the wrong type is an error naming the key and its line
+// (the YAML decoder's own says only "line 1: cannot unmarshal !!seq into
+// string"). Structs and lists of structs are checked key by key by
+// checkKeys; an empty value (null) leaves the default.
+func checkValue(v *yaml.Node, t reflect.Type, key string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias
+	}
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+		return nil
+	}
+	fail := func(want string) error {
+		got := "a " + nodeKind(v)
+		if v.Kind == yaml.ScalarNode {
+			got = strconv.Quote(v.Value)
+		}
+		return fmt.Errorf("line %d: %s is %s, want %s", v.Line, key, got, want)
+	}
+	switch t {
+	case reflect.TypeFor[yaml.Node]():
+		return nil
+	case reflect.TypeFor[size]():
+		if _, err := parseSize(v.Value); err != nil || v.Kind != yaml.ScalarNode {
+			return fail("a size such as 32MiB")
+		}
+		return nil
+	case reflect.TypeFor[duration]():
+		if d, err := time.ParseDuration(v.Value); err != nil || d < 0 || v.Kind != yaml.ScalarNode {
+			return fail("a duration such as 10s")
+		}
+		return nil
+	case reflect.TypeFor[enum]():
+		if v.Kind != yaml.ScalarNode {
+			return fail("a word")
+		}
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int64:
+		want := map[reflect.Kind]string{reflect.String: "a string", reflect.Bool: "true or false", reflect.Int: "a whole number", reflect.Int64: "a whole number"}[t.Kind()]
+		if v.Kind != yaml.ScalarNode || v.Decode(reflect.New(t).Interface()) != nil {
+			return fail(want)
+		}
+	case reflect.Slice:
+		if v.Kind != yaml.SequenceNode {
+			return fail("a list")
+		}
+		for i, el := range v.Content {
+			if err := checkValue(el, t.Elem(), fmt.Sprintf("%s[%d]", key, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct, reflect.Map:
+		if v.Kind != yaml.MappingNode {
+			return fail("a mapping of keys")
+		}
+		if t.Kind() == reflect.Map {
+			for i := 0; i+1 < len(v.Content); i += 2 {
+				if err := checkValue(v.Content[i+1], t.Elem(), key+"."+v.Content[i].Value); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // configUsage is the help text of every command's --config flag.

@@ -81,10 +81,10 @@ limits:
 				t.Errorf("limits = %+v, want %+v", c.Limits, want)
 			}
 		}},
-		{name: "bad size", yaml: "limits:\n  max_inflight_body_bytes: lots\n", wantErr: `line 2: "lots" is not a size such as 32MiB`},
+		{name: "bad size", yaml: "limits:\n  max_inflight_body_bytes: lots\n", wantErr: `line 2: limits.max_inflight_body_bytes is "lots", want a size such as 32MiB`},
 		{name: "typo with suggestion", yaml: "listen: x\ndetector:\n  base_url: y\n", wantErr: `line 2: unknown key "detector" (did you mean "detectors"?)`},
 		{name: "unknown without suggestion", yaml: "wibble: 1\n", wantErr: `unknown key "wibble"`},
-		{name: "bad duration", yaml: "detectors:\n  timeout: soon\n", wantErr: `line 2: "soon" is not a duration`},
+		{name: "bad duration", yaml: "detectors:\n  timeout: soon\n", wantErr: `line 2: detectors.timeout is "soon", want a duration such as 10s`},
 		{name: "not a mapping", yaml: "- a\n- b\n", wantErr: "line 1: the configuration must be a mapping"},
 		{name: "sections read", yaml: `
 tls: {cert_file: /c.pem, key_file: /k.pem}
@@ -111,9 +111,25 @@ metrics: {token: t, public: true}
 		{name: "enum in a list", yaml: "gateway:\n  upstreams:\n    - {name: a, auth: magic}\n", wantErr: `line 3: gateway.upstreams[0].auth is "magic", want one of passthrough, inject, none`},
 		{name: "log format", yaml: "log: {format: xml}\n", wantErr: `log.format is "xml", want one of text, json`},
 		{name: "log level", yaml: "log:\n  level: loud\n", wantErr: `line 2: log.level is "loud"`},
-		{name: "bool", yaml: "sharing: {enabled: maybe}\n", wantErr: "line 1: cannot unmarshal"},
-		{name: "size", yaml: "gateway: {max_request_bytes: lots}\n", wantErr: `line 1: "lots" is not a size`},
-		{name: "duration", yaml: "auth: {session_ttl: forever}\n", wantErr: `"forever" is not a duration`},
+		{name: "bool", yaml: "sharing: {enabled: maybe}\n", wantErr: `line 1: sharing.enabled is "maybe", want true or false`},
+		{name: "size", yaml: "gateway: {max_request_bytes: lots}\n", wantErr: `line 1: gateway.max_request_bytes is "lots", want a size`},
+		{name: "duration", yaml: "auth: {session_ttl: forever}\n", wantErr: `auth.session_ttl is "forever", want a duration`},
+		// A value of the wrong type names its key (the decoder's own error
+		// said only "cannot unmarshal !!seq into string").
+		{name: "list for a string", yaml: "listen: [1]\n", wantErr: `line 1: listen is a list, want a string`},
+		{name: "word for a number", yaml: "limits:\n  max_connections: many\n", wantErr: `line 2: limits.max_connections is "many", want a whole number`},
+		{name: "word for a section", yaml: "limits: big\n", wantErr: `line 1: limits is "big", want a mapping of keys`},
+		{name: "word for a list", yaml: "cors_origins: https://a.example\n", wantErr: `line 1: cors_origins is "https://a.example", want a list`},
+		{name: "mapping in a list of strings", yaml: "cors_origins:\n  - {a: b}\n", wantErr: `line 2: cors_origins[0] is a mapping, want a string`},
+		{name: "list for a size", yaml: "limits: {max_json_bytes: [1]}\n", wantErr: `line 1: limits.max_json_bytes is a list, want a size`},
+		{name: "list for an enum", yaml: "log:\n  format: [json]\n", wantErr: `line 2: log.format is a list, want a word`},
+		{name: "list for a header value", yaml: "gateway:\n  upstreams:\n    - {name: a, headers: {X-A: [1]}}\n", wantErr: `line 3: gateway.upstreams[0].headers.X-A is a list, want a string`},
+		{name: "word for a list entry", yaml: "gateway:\n  upstreams: [openai]\n", wantErr: `line 2: gateway.upstreams[0] is "openai", want a mapping of keys`},
+		{name: "empty values keep defaults", yaml: "db:\nlimits:\nlog: {format: }\n", check: func(t *testing.T, c *fileConfig) {
+			if c.DB != "" || c.Limits != (limitsConfig{}) || c.Log.Format.Value != "" {
+				t.Errorf("empty values set %+v", c)
+			}
+		}},
 		{name: "origin", yaml: "cors_origins: [app.example.com]\n", wantErr: `cors_origins[0]: "app.example.com" is not an origin`},
 		{name: "origin with path", yaml: "cors_origins: [\"https://a.example/x\"]\n", wantErr: `is not an origin`},
 		{name: "admin username", yaml: "auth: {admin_username: 'bad name'}\n", wantErr: `auth.admin_username "bad name"`},
@@ -203,7 +219,11 @@ func FuzzDecodeConfig(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		var c fileConfig
-		_ = decodeConfig([]byte(s), &c)
+		// A value of the wrong type is reported with its key by
+		// checkValue, never by the decoder's "cannot unmarshal".
+		if err := decodeConfig([]byte(s), &c); err != nil && strings.Contains(err.Error(), "cannot unmarshal") {
+			t.Errorf("type error without the key's name: %v", err)
+		}
 	})
 }
 

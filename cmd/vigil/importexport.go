@@ -100,6 +100,12 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}); msg != "" {
 		return errors.New("import: " + msg)
 	}
+	// Check the key before streaming the file: a server refuses a large
+	// upload by a bad key before reading it and closes the connection, and
+	// the client would then see only "connection reset by peer".
+	if _, err := c.Identity(ctx); err != nil {
+		return fmt.Errorf("import %s: check the API key: %w", pos[0], err)
+	}
 	prog := newProgress(stderr, "import "+pos[0], total, sf.quiet)
 	body := newJSONLStream(br, prog)
 	body.renumber, body.serverPhase = *renumber, true

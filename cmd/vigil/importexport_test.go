@@ -261,3 +261,48 @@ func TestImportAppendIndices(t *testing.T) {
 		t.Errorf("export progress: %q", errs)
 	}
 }
+
+// TestRefusedKeyHint: a client command whose key the server refuses (none,
+// or a wrong one) says where the key comes from and how to make one, after
+// the server's own message.
+func TestRefusedKeyHint(t *testing.T) {
+	serve := startServe(t, t.TempDir(), "VIGIL_API_KEY="+testKey)
+	url := serve.url
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(in, []byte(`{"messages": [{"role": "user", "content": "hi"}]}`+"\n"), 0o644)
+	tests := []struct {
+		name, key, detail string
+		args              []string
+	}{
+		{"export-no-key", "", "Missing API key", []string{"export", "--dataset", "d", "-q"}},
+		{"import-wrong-key", "vigil-wrong-key-0123456789", "Invalid API key", []string{"import", in, "--dataset", "d", "-q"}},
+		{"findings-no-key", "", "Missing API key", []string{"findings", "list"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("VIGIL_API_KEY", tt.key)
+			t.Setenv("INVARIANT_API_KEY", "")
+			code, _, errs := runVigil(t, "", append(tt.args, "--url", url)...)
+			for _, want := range []string{"401", tt.detail, "pass --api-key or set VIGIL_API_KEY", "'vigil keys create'"} {
+				if !strings.Contains(errs, want) {
+					t.Errorf("exit %d, stderr %q lacks %q", code, errs, want)
+				}
+			}
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+		})
+	}
+	// import asks who the key is before it streams the file: a server
+	// refuses a large upload by a bad key before reading it and closes the
+	// connection, and the client then often saw only "connection reset by
+	// peer" or "broken pipe" instead of the 401.
+	if log := serve.stderr.String(); strings.Contains(log, "/api/v1/dataset/upload") {
+		t.Errorf("an import with a refused key sent its file:\n%s", log)
+	}
+	// A good key and a failure of another kind get no key hint.
+	t.Setenv("VIGIL_API_KEY", testKey)
+	if _, _, errs := runVigil(t, "", "export", "--dataset", "no-such-dataset", "--url", url, "-q"); strings.Contains(errs, "VIGIL_API_KEY") {
+		t.Errorf("a missing dataset got the key hint: %q", errs)
+	}
+}

@@ -9,11 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/vigilhq/vigil/client"
 )
 
 // command is one vigil subcommand.
@@ -93,7 +96,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	}
 	fmt.Fprintf(stderr, "vigil: %v\n", err)
+	if hint := errorHint(err); hint != "" {
+		fmt.Fprintln(stderr, hint)
+	}
 	return 2
+}
+
+// errorHint returns what a user can do about err, or "": a server that
+// refused the API key (401) names where the key comes from and how to
+// make one.
+func errorHint(err error) string {
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.StatusCode == http.StatusUnauthorized {
+		return "The server did not accept the API key: pass --api-key or set VIGIL_API_KEY to a key of that server.\n" +
+			"Lost it? 'vigil keys create' (with the server's --data-dir or --db) makes a new admin key."
+	}
+	return ""
 }
 
 // usage prints the command list.

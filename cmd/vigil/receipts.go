@@ -26,9 +26,9 @@ const maxReceiptsInput = 64 << 20
 
 const receiptsUsage = `Usage: vigil receipts <canon|sign|verify> [flags] [arguments]
 
-Work with receipt chains: the signed hash chains of the audit ledger (docs/api.md,
-"Audit ledger"). Machine output is one line of JSON on stdout; diagnostics go
-to stderr.
+Work with receipt chains (hash-chained, Ed25519-signed action records,
+wire-compatible with the Invariance SDK). Machine output is one line of JSON
+on stdout; diagnostics go to stderr.
 
   canon    read one JSON value on stdin; print its canonical form and SHA-256
   sign     read a JSON array of action records on stdin; print the signed chain

@@ -300,7 +300,8 @@ messages.@<message_id>.content, <root>. Offsets count Unicode code points.
 
 For a JSONL dataset, -n picks the trace (0-based among the trace lines).
 Addresses are positions in the file; with -normalized they are trace
-indices as the policy engine reports them (docs/rules.md, "Trace indices").
+indices as the policy engine reports them (events numbered from 0, each tool
+of a {"tools": [...]} element counting as one event).
 
 Exit status: 0 printed, 1 the address does not resolve, 2 bad usage,
 unreadable file or bad address.`, stderr)
