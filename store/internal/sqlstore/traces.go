@@ -316,6 +316,9 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			traceRows[i] = traceRow(t)
 		}
 		tb.Insert("traces", traceColList, traceRows)
+		for _, t := range res.Traces {
+			enqueueMonitor(&tb, dsID, t.ID, 0, len(t.Messages), at)
+		}
 		if err := tx.RunBatch(ctx, &tb); err != nil {
 			return s.conflict(err, "push")
 		}
@@ -613,6 +616,7 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 		if t.DatasetID != "" {
 			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at))
 		}
+		enqueueMonitor(&b, t.DatasetID, t.ID, first, first+len(msgs), at)
 		if err := tx.RunBatch(ctx, &b); err != nil {
 			return s.conflict(err, "append to trace "+t.ID)
 		}
