@@ -254,6 +254,20 @@ func (p *Policy) AnalyzePending(ctx context.Context, past, pending *trace.Trace,
 	return p.prog.Run(ctx, m, params(ps), p.evalOptions(), eval.Mode{PendingFrom: n})
 }
 
+// AnalyzeNew is AnalyzePending at the cost of the new events: rules whose
+// bindings hold events only through free variables skip every combination
+// without a pending event, as Monitor.Append does. A failure that only
+// past events cause is not reported. Durable monitors, which evaluate each
+// stored write once, use it.
+func (p *Policy) AnalyzeNew(ctx context.Context, past, pending *trace.Trace, ps map[string]any) (*Result, error) {
+	m := eval.NewModel(past)
+	n := m.Len()
+	if pending != nil {
+		m.Append(pending.Events)
+	}
+	return p.prog.Run(ctx, m, params(ps), p.evalOptions(), eval.Mode{PendingFrom: n, Restrict: true})
+}
+
 // Monitor evaluates a policy incrementally on a growing trace and reports
 // each violation once (spec §12). It is safe for concurrent use; calls are
 // serialised.

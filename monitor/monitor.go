@@ -1,0 +1,355 @@
+// Package monitor runs dataset guardrails on what arrives (spec/ledger.md
+// §8): a pool of workers takes evaluation jobs from the store's durable
+// queue (store.MonitorQueue, filled by every trace write in the write's own
+// transaction), evaluates the dataset's enabled guardrails on the new
+// events against the trace's history (policy.AnalyzeNew: the cost follows
+// the new events, not the trace), and stores each violation as a finding
+// (NewFinding: key and addresses mapped to stored positions, title,
+// severity, score, citations), deduplicated on (monitorId, runId, key).
+//
+// Delivery is at least once: a job is deleted only after its findings are
+// stored, and a job whose worker died is claimed again when its lease runs
+// out, so a crash at any moment loses no evaluation; the findings' dedupe
+// makes a repeated evaluation harmless. A rule that fails (an error, a
+// blown budget, a rule that no longer loads) never stops ingest or the
+// other rules: it is counted on its guardrail (store.MonitorErrors),
+// logged once per guardrail version and failure, and the job completes.
+//
+// Non-goals: gateway inline blocking (the gateway evaluates its rules
+// itself), backtests over whole datasets, serving findings (package
+// server).
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigilhq/vigil/policy"
+	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/trace"
+)
+
+// Options configure a Pool. The zero value uses the defaults.
+type Options struct {
+	// Workers is the number of concurrent evaluations; 0 means
+	// runtime.GOMAXPROCS(0).
+	Workers int
+	// Lease is how long a claimed job stays with its worker before another
+	// may take it; 0 means 2 minutes. An evaluation longer than that may
+	// run twice (harmless: findings deduplicate).
+	Lease time.Duration
+	// Poll is the wait between looks at an empty queue; 0 means 100 ms.
+	// Wake cuts it short.
+	Poll time.Duration
+	// MaxAttempts is how often a job that fails on the store (not on a
+	// rule) is tried before it is dropped with an error log; 0 means 10.
+	MaxAttempts int
+	// CacheSize is the number of compiled rules kept; 0 means 256.
+	CacheSize int
+	// Policy holds the engine's budgets (MaxSteps, WallTime,
+	// MaxViolations, MaxValueSize, MaxAlloc, RegexTimeout) every
+	// evaluation runs under. A zero WallTime means 10 s.
+	Policy policy.Options
+	// Logger receives failures; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats are a pool's counters since it started.
+type Stats struct {
+	Jobs          int64 // jobs completed (evaluated, or nothing to do)
+	Evaluations   int64 // guardrail evaluations run
+	Findings      int64 // findings written (new or updated)
+	RuleErrors    int64 // evaluations that failed or reported rule failures
+	InvalidTraces int64 // jobs whose trace the engine could not normalise
+	Retries       int64 // jobs put back after a store error
+	Dropped       int64 // jobs given up after MaxAttempts
+}
+
+// Pool evaluates queued jobs until Stop.
+type Pool struct {
+	st    store.Store
+	opts  Options
+	log   *slog.Logger
+	rules *ruleCache
+
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	logged sync.Map // "guardrail id@version: failure" already logged
+
+	jobs, evals, findings, ruleErrors, invalid, retries, dropped atomic.Int64
+}
+
+// Start starts a pool on st. It returns at once; Stop ends it.
+func Start(st store.Store, opts Options) *Pool {
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 2 * time.Minute
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 100 * time.Millisecond
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 10
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = 256
+	}
+	if opts.Policy.WallTime <= 0 {
+		opts.Policy.WallTime = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{st: st, opts: opts, log: opts.Logger, rules: newRuleCache(opts.CacheSize, opts.Policy),
+		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	go p.run(ctx)
+	return p
+}
+
+// Wake makes an idle pool look at the queue now (a caller that has just
+// written may call it to cut the poll delay). It never blocks.
+func (p *Pool) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stop stops claiming, waits for the evaluations in progress and puts the
+// jobs claimed but not started back in the queue.
+func (p *Pool) Stop() {
+	p.cancel()
+	<-p.done
+}
+
+// Stats returns the counters.
+func (p *Pool) Stats() Stats {
+	return Stats{Jobs: p.jobs.Load(), Evaluations: p.evals.Load(), Findings: p.findings.Load(), RuleErrors: p.ruleErrors.Load(),
+		InvalidTraces: p.invalid.Load(), Retries: p.retries.Load(), Dropped: p.dropped.Load()}
+}
+
+// run claims jobs and hands them to the workers.
+func (p *Pool) run(ctx context.Context) {
+	defer close(p.done)
+	work := make(chan *store.MonitorJob)
+	var wg sync.WaitGroup
+	for range p.opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				p.process(ctx, j)
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer close(work)
+	backoff := p.opts.Poll
+	for ctx.Err() == nil {
+		jobs, err := p.st.ClaimMonitorJobs(ctx, p.opts.Workers, p.opts.Lease)
+		if err != nil && ctx.Err() == nil {
+			p.log.Error("monitor: claim jobs", "err", err)
+			backoff = min(2*backoff, 5*time.Second)
+		} else {
+			backoff = p.opts.Poll
+		}
+		for i, j := range jobs {
+			select {
+			case work <- j:
+			case <-ctx.Done():
+				p.release(jobs[i:])
+				return
+			}
+		}
+		if len(jobs) > 0 {
+			continue // more may be due
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+		case <-p.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// release puts claimed jobs back so a restart need not wait out the lease.
+func (p *Pool) release(jobs []*store.MonitorJob) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, j := range jobs {
+		if err := p.st.RetryMonitorJob(ctx, j, 0, j.LastError); err != nil {
+			p.log.Warn("monitor: release job", "job", j.ID, "err", err) // its lease runs out instead
+		}
+	}
+}
+
+// process evaluates one job and completes, retries or (on shutdown)
+// releases it.
+func (p *Pool) process(ctx context.Context, j *store.MonitorJob) {
+	err := p.Evaluate(ctx, j)
+	if ctx.Err() != nil {
+		p.release([]*store.MonitorJob{j})
+		return
+	}
+	if err == nil {
+		if err := p.st.CompleteMonitorJob(ctx, j); err != nil {
+			p.log.Error("monitor: complete job", "job", j.ID, "trace", j.TraceID, "err", err) // it runs again: harmless
+		}
+		p.jobs.Add(1)
+		return
+	}
+	if j.Attempts >= p.opts.MaxAttempts {
+		p.dropped.Add(1)
+		p.log.Error("monitor: job dropped after repeated store errors", "job", j.ID, "trace", j.TraceID, "attempts", j.Attempts, "err", err)
+		if err := p.st.CompleteMonitorJob(ctx, j); err != nil {
+			p.log.Error("monitor: drop job", "job", j.ID, "err", err)
+		}
+		return
+	}
+	p.retries.Add(1)
+	delay := min(time.Duration(1<<min(j.Attempts, 6))*time.Second, time.Minute)
+	p.log.Warn("monitor: job failed, retrying", "job", j.ID, "trace", j.TraceID, "attempt", j.Attempts, "in", delay, "err", err)
+	if err := p.st.RetryMonitorJob(ctx, j, delay, err.Error()); err != nil {
+		p.log.Error("monitor: retry job", "job", j.ID, "err", err) // its lease runs out instead
+	}
+}
+
+// Evaluate runs the dataset's enabled guardrails on the job's new events
+// and stores their findings. Outcomes: nil when the job is done — also
+// when the trace is gone, the dataset has no enabled guardrail, the trace
+// cannot be normalised (counted and logged, spec/ledger.md §8) or a rule
+// failed (counted on its guardrail); a store error otherwise, after which
+// the job should be retried.
+func (p *Pool) Evaluate(ctx context.Context, j *store.MonitorJob) error {
+	gs, err := p.st.ListGuardrails(ctx, j.DatasetID)
+	if err != nil {
+		return fmt.Errorf("guardrails of dataset %s: %w", j.DatasetID, err)
+	}
+	gs = slices.DeleteFunc(gs, func(g *store.Guardrail) bool { return !g.Enabled })
+	if len(gs) == 0 {
+		return nil
+	}
+	st, err := p.st.GetTrace(ctx, j.TraceID, true)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // deleted since
+	}
+	if err != nil {
+		return fmt.Errorf("read trace %s: %w", j.TraceID, err)
+	}
+	to := min(j.To, len(st.Messages))
+	from := min(j.From, to)
+	if from == to {
+		return nil
+	}
+	t, err := decode(st.Messages[:to])
+	if err != nil {
+		p.invalid.Add(1)
+		p.log.Warn("monitor: trace cannot be evaluated", "trace", st.ID, "err", err)
+		return nil
+	}
+	past := &trace.Trace{Events: t.Events[:from]}
+	pending := &trace.Trace{Events: t.Events[from:]}
+	nodeIDs := make([][]string, to)
+	for i := range nodeIDs {
+		nodeIDs[i] = st.Messages[i].NodeIDs
+	}
+	ev := NewEvaluated(t, nodeIDs)
+	var metadata map[string]any
+	for _, g := range gs {
+		pol, err := p.rules.load(g.Content)
+		if err != nil {
+			if err := p.ruleError(ctx, g, "load", fmt.Sprintf("rule does not load: %v", err)); err != nil {
+				return err
+			}
+			continue
+		}
+		var ps map[string]any
+		if slices.Contains(pol.Params(), "metadata") {
+			if metadata == nil {
+				metadata = map[string]any{}
+				if len(st.Metadata) > 0 {
+					_ = json.Unmarshal(st.Metadata, &metadata) // the store keeps a JSON object
+				}
+			}
+			ps = map[string]any{"metadata": metadata}
+		}
+		p.evals.Add(1)
+		res, err := pol.AnalyzeNew(ctx, past, pending, ps)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err := p.ruleError(ctx, g, "analysis", fmt.Sprintf("analysis of trace %s failed: %v", st.ID, err)); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, f := range res.Failures {
+			msg := fmt.Sprintf("rule %d at line %d, column %d: %s: %s", f.Rule, f.Line, f.Column, f.Kind, f.Message)
+			if err := p.ruleError(ctx, g, f.Kind, msg); err != nil {
+				return err
+			}
+		}
+		src := Source{MonitorID: g.ID, Monitor: g.Name, Severity: g.Severity,
+			Context: marshal(map[string]any{"source": "monitor", "guardrail": map[string]any{"id": g.ID, "name": g.Name, "version": g.Version}})}
+		for _, v := range res.Errors {
+			f := NewFinding(src, ev, v)
+			f.RunID, f.OwnerID = st.ID, st.OwnerID
+			if _, _, err := p.st.UpsertFinding(ctx, f); err != nil {
+				return fmt.Errorf("store finding %s of guardrail %s on trace %s: %w", f.Key, g.ID, st.ID, err)
+			}
+			p.findings.Add(1)
+		}
+	}
+	return nil
+}
+
+// ruleError counts a failed evaluation on its guardrail and logs it once
+// per guardrail version and kind. Only the store's error is returned.
+func (p *Pool) ruleError(ctx context.Context, g *store.Guardrail, kind, msg string) error {
+	p.ruleErrors.Add(1)
+	if _, seen := p.logged.LoadOrStore(fmt.Sprintf("%s@%d: %s", g.ID, g.Version, kind), true); !seen {
+		p.log.Warn("monitor: guardrail failed", "guardrail", g.ID, "name", g.Name, "version", g.Version, "kind", kind, "err", msg)
+	}
+	if err := p.st.RecordMonitorError(ctx, g.ID, msg, time.Time{}); err != nil {
+		return fmt.Errorf("record error of guardrail %s: %w", g.ID, err)
+	}
+	return nil
+}
+
+// decode reads stored events as one trace.
+func decode(msgs []store.Message) (*trace.Trace, error) {
+	n := 2
+	for _, m := range msgs {
+		n += len(m.Data) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m.Data...)
+	}
+	b = append(b, ']')
+	t, err := trace.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("invalid_trace: %w", err)
+	}
+	return t, nil
+}
