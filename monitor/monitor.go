@@ -43,8 +43,10 @@ type Options struct {
 	// runtime.GOMAXPROCS(0).
 	Workers int
 	// Lease is how long a claimed job stays with its worker before another
-	// may take it; 0 means 2 minutes. An evaluation longer than that may
-	// run twice (harmless: findings deduplicate).
+	// may take it; 0 means 30 s. The pool renews the leases of the jobs it
+	// holds every Lease/3, so only the jobs of a process that died wait
+	// for their lease to run out (at most Lease) before another worker
+	// takes them.
 	Lease time.Duration
 	// Poll is the wait between looks at an empty queue; 0 means 100 ms.
 	// Wake cuts it short.
@@ -86,6 +88,9 @@ type Pool struct {
 
 	logged sync.Map // "guardrail id@version: failure" already logged
 
+	heldMu sync.Mutex
+	held   map[int64]*claim // claimed jobs, until completed, retried or released
+
 	jobs, evals, findings, ruleErrors, invalid, retries, dropped atomic.Int64
 }
 
@@ -95,7 +100,7 @@ func Start(st store.Store, opts Options) *Pool {
 		opts.Workers = runtime.GOMAXPROCS(0)
 	}
 	if opts.Lease <= 0 {
-		opts.Lease = 2 * time.Minute
+		opts.Lease = 30 * time.Second
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = 100 * time.Millisecond
@@ -114,7 +119,7 @@ func Start(st store.Store, opts Options) *Pool {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{st: st, opts: opts, log: opts.Logger, rules: newRuleCache(opts.CacheSize, opts.Policy),
-		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}), held: map[int64]*claim{}}
 	go p.run(ctx)
 	return p
 }
@@ -141,20 +146,26 @@ func (p *Pool) Stats() Stats {
 		InvalidTraces: p.invalid.Load(), Retries: p.retries.Load(), Dropped: p.dropped.Load()}
 }
 
+// claim is a job the pool holds; mu serialises the lease's users (the
+// renewer and the job's worker).
+type claim struct {
+	mu sync.Mutex
+	j  *store.MonitorJob
+}
+
 // run claims jobs and hands them to the workers.
 func (p *Pool) run(ctx context.Context) {
 	defer close(p.done)
-	work := make(chan *store.MonitorJob)
+	work := make(chan *claim)
 	var wg sync.WaitGroup
 	for range p.opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range work {
-				p.process(ctx, j)
+		wg.Go(func() {
+			for c := range work {
+				p.process(ctx, c)
 			}
-		}()
+		})
 	}
+	wg.Go(func() { p.renew(ctx) })
 	defer wg.Wait()
 	defer close(work)
 	backoff := p.opts.Poll
@@ -166,11 +177,20 @@ func (p *Pool) run(ctx context.Context) {
 		} else {
 			backoff = p.opts.Poll
 		}
+		claims := make([]*claim, len(jobs))
+		p.heldMu.Lock()
 		for i, j := range jobs {
+			claims[i] = &claim{j: j}
+			p.held[j.ID] = claims[i]
+		}
+		p.heldMu.Unlock()
+		for i, c := range claims {
 			select {
-			case work <- j:
+			case work <- c:
 			case <-ctx.Done():
-				p.release(jobs[i:])
+				for _, c := range claims[i:] {
+					p.release(c)
+				}
 				return
 			}
 		}
@@ -187,25 +207,67 @@ func (p *Pool) run(ctx context.Context) {
 	}
 }
 
-// release puts claimed jobs back so a restart need not wait out the lease.
-func (p *Pool) release(jobs []*store.MonitorJob) {
+// renew extends the leases of the held jobs every Lease/3 until ctx ends.
+func (p *Pool) renew(ctx context.Context) {
+	tick := time.NewTicker(p.opts.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p.heldMu.Lock()
+		claims := make([]*claim, 0, len(p.held))
+		for _, c := range p.held {
+			claims = append(claims, c)
+		}
+		p.heldMu.Unlock()
+		for _, c := range claims {
+			c.mu.Lock()
+			ok, err := p.st.ExtendMonitorJob(ctx, c.j, p.opts.Lease)
+			c.mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				p.log.Warn("monitor: extend lease", "job", c.j.ID, "err", err)
+			} else if !ok && err == nil {
+				p.log.Debug("monitor: lease lost (finished or taken over)", "job", c.j.ID)
+			}
+		}
+	}
+}
+
+// drop forgets a claim.
+func (p *Pool) drop(c *claim) {
+	p.heldMu.Lock()
+	delete(p.held, c.j.ID)
+	p.heldMu.Unlock()
+}
+
+// release puts a claimed job back so a restart need not wait out the
+// lease.
+func (p *Pool) release(c *claim) {
+	defer p.drop(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, j := range jobs {
-		if err := p.st.RetryMonitorJob(ctx, j, 0, j.LastError); err != nil {
-			p.log.Warn("monitor: release job", "job", j.ID, "err", err) // its lease runs out instead
-		}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := p.st.RetryMonitorJob(ctx, c.j, 0, c.j.LastError); err != nil {
+		p.log.Warn("monitor: release job", "job", c.j.ID, "err", err) // its lease runs out instead
 	}
 }
 
 // process evaluates one job and completes, retries or (on shutdown)
 // releases it.
-func (p *Pool) process(ctx context.Context, j *store.MonitorJob) {
+func (p *Pool) process(ctx context.Context, c *claim) {
+	j := c.j
 	err := p.Evaluate(ctx, j)
 	if ctx.Err() != nil {
-		p.release([]*store.MonitorJob{j})
+		p.release(c)
 		return
 	}
+	defer p.drop(c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err == nil {
 		if err := p.st.CompleteMonitorJob(ctx, j); err != nil {
 			p.log.Error("monitor: complete job", "job", j.ID, "trace", j.TraceID, "err", err) // it runs again: harmless

@@ -515,6 +515,10 @@ type MonitorQueue interface {
 	// RetryMonitorJob makes the job due again after delay, recording
 	// errText, if j still holds its lease.
 	RetryMonitorJob(ctx context.Context, j *MonitorJob, delay time.Duration, errText string) error
+	// ExtendMonitorJob moves j's lease to now+lease if j still holds it,
+	// updating j.LeaseUntil; false when the lease passed to another
+	// worker (or the job is gone).
+	ExtendMonitorJob(ctx context.Context, j *MonitorJob, lease time.Duration) (bool, error)
 	// CountMonitorJobs returns the number of queued jobs, leased or not.
 	CountMonitorJobs(ctx context.Context) (int, error)
 	// RecordMonitorError counts one failed evaluation of the guardrail

@@ -30,7 +30,7 @@ import (
 // with a suggestion, so a typo never silently does nothing. What takes
 // effect in this build (inEffect) is: listen, data_dir, db, tls, log,
 // cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
-// metrics, ledger.key_file, detectors and guardrails (limits: see the
+// metrics, ledger.key_file, detectors, guardrails and monitors (limits: see the
 // Limits field). auth.session_ttl and auth.secure_cookies apply to browser
 // sessions of the web UI, and otlp, ledger.close_idle_after and gateway to
 // parts not in this build: they are validated and otherwise unused, and
@@ -73,7 +73,18 @@ type fileConfig struct {
 	Limits     yaml.Node        `yaml:"limits"`
 	OTLP       otlpConfig       `yaml:"otlp"`
 	Guardrails guardrailsConfig `yaml:"guardrails"`
+	Monitors   monitorsConfig   `yaml:"monitors"`
 	Gateway    gatewayConfig    `yaml:"gateway"`
+}
+
+// monitorsConfig is the monitors section: the workers that run dataset
+// guardrails on every trace write (0: GOMAXPROCS; -1: none, the queue
+// keeps the jobs), each evaluation's wall-time budget (0: 10 s) and the
+// lease after which a dead process's jobs are taken over (0: 30 s).
+type monitorsConfig struct {
+	Workers *int     `yaml:"workers"`
+	Timeout duration `yaml:"timeout"`
+	Lease   duration `yaml:"lease"`
 }
 
 // tlsConfig is the tls section: with both files set, vigil serve speaks
@@ -237,6 +248,12 @@ func (c *fileConfig) validate() error {
 	if c.Guardrails.CacheSize < 0 {
 		return fmt.Errorf("guardrails.cache_size is %d, want 0 (the default, 1024) or more", c.Guardrails.CacheSize)
 	}
+	if w := c.Monitors.Workers; w != nil && *w < -1 {
+		return fmt.Errorf("monitors.workers is %d, want -1 (none), 0 (the default, one per CPU) or more", *w)
+	}
+	if c.Monitors.Timeout < 0 || c.Monitors.Lease < 0 {
+		return fmt.Errorf("monitors.timeout %s, monitors.lease %s: want positive durations", time.Duration(c.Monitors.Timeout), time.Duration(c.Monitors.Lease))
+	}
 	for i, o := range c.CORSOrigins {
 		if err := checkOrigin(o); err != nil {
 			return fmt.Errorf("cors_origins[%d]: %w", i, err)
@@ -309,7 +326,7 @@ func nodeKind(n *yaml.Node) string {
 var inEffect = []string{
 	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth.admin_username",
 	"auth.anonymous_read_public", "sharing", "limits", "metrics", "ledger.key_file", "detectors",
-	"guardrails",
+	"guardrails", "monitors",
 }
 
 // notInEffect returns the keys the file sets that this build does not use;

@@ -24,6 +24,8 @@ import (
 
 	"github.com/vigilhq/vigil/detect"
 	"github.com/vigilhq/vigil/ledger"
+	"github.com/vigilhq/vigil/monitor"
+	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/store/postgres"
@@ -57,7 +59,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"Every request is logged (method, path, status, bytes, duration, key id) at level info.\n"+
 			"The garbage collector runs with GOGC=400 unless GOGC is set.\n"+
 			"The check API (POST /api/v1/policy/check) calls model-backed detectors at\n"+
-			"--detectors-base-url (detectors.base_url); without one, rules using them fail to load.", stderr)
+			"--detectors-base-url (detectors.base_url); without one, rules using them fail to load.\n"+
+			"Monitors: every trace pushed, appended or uploaded into a dataset with an enabled guardrail\n"+
+			"is queued in the database with the write and checked by --monitor-workers workers; a\n"+
+			"violation becomes a finding. With -1 no worker runs and the queue keeps the jobs.", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -73,8 +78,17 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	keyFile := fs.String("ledger-key-file", envOr("VIGIL_LEDGER_KEY_FILE", fc.Ledger.KeyFile), "ledger signing key file (default <data-dir>/ledger.key, or the database with --db; VIGIL_LEDGER_KEY holds the seed itself)")
 	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format.Value, "text")), "log format: text or json")
 	logLevel := fs.String("log-level", envOr("VIGIL_LOG_LEVEL", cmp.Or(fc.Log.Level.Value, "info")), "log level: debug, info, warn or error (env VIGIL_LOG_LEVEL)")
+	monWorkers := fs.Int("monitor-workers", 0, "workers evaluating dataset guardrails on new traces: 0 = one per CPU, -1 = none (env VIGIL_MONITOR_WORKERS, monitors.workers)")
+	monTimeout := fs.Duration("monitor-timeout", time.Duration(fc.Monitors.Timeout), "wall-time budget of one guardrail evaluation; 0 = 10s (env VIGIL_MONITOR_TIMEOUT, monitors.timeout)")
+	monLease := fs.Duration("monitor-lease", time.Duration(fc.Monitors.Lease), "how long the jobs of a server that died wait before another worker takes them; 0 = 30s (env VIGIL_MONITOR_LEASE, monitors.lease)")
+	if err := monitorDefaults(fs, fc); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *monWorkers < -1 || *monTimeout < 0 || *monLease < 0 {
+		return fmt.Errorf("serve: --monitor-workers %d, --monitor-timeout %s, --monitor-lease %s: want -1 or more, and durations of 0 or more", *monWorkers, *monTimeout, *monLease)
 	}
 	opts, err := serveSettings(fc)
 	if err != nil {
@@ -177,7 +191,11 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		// fixed form of explorer-api §1.3 (logs never hold keys).
 		fmt.Fprintf(stderr, "vigil: created admin API key (shown once, store it now): %s\n", boot.GeneratedKey)
 	}
-	log.Info(fmt.Sprintf("listening on %s://%s", scheme, ln.Addr()), "store", st.Kind(), "data_dir", *dataDir, "ledger_key", keySource)
+	var monitors *monitor.Pool
+	if *monWorkers >= 0 {
+		monitors = monitor.Start(st, monitor.Options{Workers: *monWorkers, Lease: *monLease, Logger: log, Policy: policy.Options{WallTime: *monTimeout}})
+	}
+	log.Info(fmt.Sprintf("listening on %s://%s", scheme, ln.Addr()), "store", st.Kind(), "data_dir", *dataDir, "ledger_key", keySource, "monitor_workers", *monWorkers)
 	errc := make(chan error, 1)
 	go func() {
 		if hs.TLSConfig != nil {
@@ -199,6 +217,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
+	}
+	if monitors != nil {
+		monitors.Stop() // waits for evaluations in progress; queued jobs stay queued
 	}
 	closed = true
 	if err := st.Close(); err != nil {
@@ -322,6 +343,49 @@ func serveSettings(fc *fileConfig) (serveOptions, error) {
 		return o, errors.New("tls: set both the certificate and the key file (tls.cert_file, tls.key_file), or neither")
 	}
 	return o, nil
+}
+
+// monitorDefaults sets the defaults of --monitor-workers,
+// --monitor-timeout and --monitor-lease from VIGIL_MONITOR_WORKERS,
+// VIGIL_MONITOR_TIMEOUT and VIGIL_MONITOR_LEASE, else the file's monitors
+// section (flags > environment > file).
+func monitorDefaults(fs *flag.FlagSet, fc *fileConfig) error {
+	workers := 0
+	if fc.Monitors.Workers != nil {
+		workers = *fc.Monitors.Workers
+	}
+	if v := strings.TrimSpace(os.Getenv("VIGIL_MONITOR_WORKERS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 {
+			return fmt.Errorf("VIGIL_MONITOR_WORKERS: want -1 (none), 0 (one per CPU) or more, got %q", v)
+		}
+		workers = n
+	}
+	if err := setDefault(fs, "monitor-workers", strconv.Itoa(workers)); err != nil {
+		return err
+	}
+	for _, name := range []string{"timeout", "lease"} {
+		env := "VIGIL_MONITOR_" + strings.ToUpper(name)
+		if v := strings.TrimSpace(os.Getenv(env)); v != "" {
+			if d, err := time.ParseDuration(v); err != nil || d < 0 {
+				return fmt.Errorf("%s: want a duration such as 5s, got %q", env, v)
+			}
+			if err := setDefault(fs, "monitor-"+name, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// setDefault changes a flag's value and the default --help shows.
+func setDefault(fs *flag.FlagSet, name, v string) error {
+	f := fs.Lookup(name)
+	if err := f.Value.Set(v); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	f.DefValue = v
+	return nil
 }
 
 // envBoolOr is the boolean in environment variable name when it is set,

@@ -119,7 +119,17 @@ func testMonitorLease(t *testing.T, s store.Store) {
 	if len(second) != 1 || second[0].ID != first[0].ID || second[0].Attempts != 2 {
 		t.Fatalf("after the lease ran out, claimed %+v, want job %d with attempt 2", second, first[0].ID)
 	}
-	// the crashed worker's late completion does not remove the new lease's job
+	// the crashed worker can no longer extend, complete or retry it
+	stale := *first[0]
+	if ok, err := s.ExtendMonitorJob(ctx, &stale, time.Hour); err != nil || ok || !stale.LeaseUntil.Equal(first[0].LeaseUntil) {
+		t.Fatalf("ExtendMonitorJob with a lost lease = %v, %v", ok, err)
+	}
+	// the holder extends its lease: the job is not due when the old lease ends
+	held := *second[0]
+	if ok, err := s.ExtendMonitorJob(ctx, &held, time.Hour); err != nil || !ok || !held.LeaseUntil.After(second[0].LeaseUntil) {
+		t.Fatalf("ExtendMonitorJob = %v, %v (lease %v)", ok, err, held.LeaseUntil)
+	}
+	second[0] = &held
 	must(t, s.CompleteMonitorJob(ctx, first[0]))
 	must(t, s.RetryMonitorJob(ctx, first[0], 0, "stale"))
 	if n, _ := s.CountMonitorJobs(ctx); n != 1 {

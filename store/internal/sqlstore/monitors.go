@@ -105,6 +105,20 @@ func (s *Store) RetryMonitorJob(ctx context.Context, j *store.MonitorJob, delay 
 	return nil
 }
 
+// ExtendMonitorJob implements store.MonitorQueue.
+func (s *Store) ExtendMonitorJob(ctx context.Context, j *store.MonitorJob, lease time.Duration) (bool, error) {
+	until := fromMicros(micros(now().Add(lease)))
+	n, err := s.b.Writer().Exec(ctx, `UPDATE monitor_jobs SET lease_until = $3 WHERE id = $1 AND lease_until = $2`, j.ID, micros(j.LeaseUntil), micros(until))
+	if err != nil {
+		return false, fmt.Errorf("extend lease of monitor job %d (trace %s): %w", j.ID, j.TraceID, err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	j.LeaseUntil = until
+	return true, nil
+}
+
 // CountMonitorJobs implements store.MonitorQueue.
 func (s *Store) CountMonitorJobs(ctx context.Context) (int, error) {
 	var n int64
