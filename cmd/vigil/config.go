@@ -251,9 +251,6 @@ func (c *fileConfig) validate() error {
 	if w := c.Monitors.Workers; w != nil && *w < -1 {
 		return fmt.Errorf("monitors.workers is %d, want -1 (none), 0 (the default, one per CPU) or more", *w)
 	}
-	if c.Monitors.Timeout < 0 || c.Monitors.Lease < 0 {
-		return fmt.Errorf("monitors.timeout %s, monitors.lease %s: want positive durations", time.Duration(c.Monitors.Timeout), time.Duration(c.Monitors.Lease))
-	}
 	for i, o := range c.CORSOrigins {
 		if err := checkOrigin(o); err != nil {
 			return fmt.Errorf("cors_origins[%d]: %w", i, err)
