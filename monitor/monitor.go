@@ -49,7 +49,8 @@ type Options struct {
 	// takes them.
 	Lease time.Duration
 	// Poll is the wait between looks at an empty queue; 0 means 100 ms.
-	// Wake cuts it short.
+	// Wake, and the store's notifications on store.MonitorJobsChannel,
+	// cut it short.
 	Poll time.Duration
 	// MaxAttempts is how often a job that fails on the store (not on a
 	// rule) is tried before it is dropped with an error log; 0 means 10.
@@ -166,6 +167,15 @@ func (p *Pool) run(ctx context.Context) {
 		})
 	}
 	wg.Go(func() { p.renew(ctx) })
+	if ch, err := p.st.Subscribe(ctx, store.MonitorJobsChannel); err != nil {
+		p.log.Warn("monitor: no job notifications, polling only", "err", err)
+	} else {
+		wg.Go(func() {
+			for range ch {
+				p.Wake()
+			}
+		})
+	}
 	defer wg.Wait()
 	defer close(work)
 	backoff := p.opts.Poll

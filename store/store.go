@@ -530,6 +530,12 @@ type MonitorQueue interface {
 	MonitorErrors(ctx context.Context, guardrailIDs []string) (map[string]*MonitorErrorStat, error)
 }
 
+// MonitorJobsChannel is the Notifier channel on which the store announces,
+// after a write that queued monitor jobs commits, that jobs are due
+// (PostgreSQL: from the writing transaction itself, to every process; SQLite:
+// in process). Workers still poll: a notification may be lost.
+const MonitorJobsChannel = "vigil_monitor_jobs"
+
 // MonitorJob is one queued evaluation: the events [From, To) of a trace,
 // which arrived in one write, to be checked against the history [0, From).
 type MonitorJob struct {

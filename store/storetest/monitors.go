@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -64,10 +65,19 @@ func testMonitorEnqueue(t *testing.T, s store.Store) {
 		t.Fatalf("jobs before any watched write: %s", jobString(jobs))
 	}
 
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	note, err := s.Subscribe(sctx, store.MonitorJobsChannel)
+	must(t, err)
 	res := push(t, s, u.ID, "watched", 2, 3)
+	select {
+	case <-note:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification on store.MonitorJobsChannel after a push that queued jobs")
+	}
 	push(t, s, u.ID, "plain", 1, 2)
 	push(t, s, u.ID, "off", 1, 2)
-	_, err := s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, Traces: []store.NewTrace{{Messages: events("snip", 2)}}})
+	_, err = s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, Traces: []store.NewTrace{{Messages: events("snip", 2)}}})
 	must(t, err)
 	_, err = s.AppendEvents(ctx, store.AppendRequest{TraceID: watched.Traces[0].ID, Messages: events("more", 2), Seal: chainSeal})
 	must(t, err)

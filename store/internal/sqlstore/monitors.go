@@ -18,14 +18,32 @@ const enqueueMonitorSQL = `INSERT INTO monitor_jobs (dataset_id, trace_id, from_
 	SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT), CAST($4 AS BIGINT), CAST($5 AS BIGINT)
 	WHERE EXISTS (SELECT 1 FROM guardrails WHERE dataset_id = $1 AND enabled AND NOT deleted)`
 
+// enqueueNotifySQL is enqueueMonitorSQL on PostgreSQL: a job inserted also
+// notifies store.MonitorJobsChannel, delivered when the transaction commits
+// (and never if it rolls back).
+const enqueueNotifySQL = `WITH job AS (` + enqueueMonitorSQL + ` RETURNING 1)
+	SELECT pg_notify('` + store.MonitorJobsChannel + `', '') FROM job LIMIT 1`
+
 // enqueueMonitor adds the job of a trace write to b (nothing for snippets
 // or an empty write). It must run in the transaction that stores the
-// events.
-func enqueueMonitor(b *Batch, datasetID, traceID string, from, to int, at time.Time) {
+// events; after the commit the caller calls jobsQueued.
+func (s *Store) enqueueMonitor(b *Batch, datasetID, traceID string, from, to int, at time.Time) {
 	if datasetID == "" || to <= from {
 		return
 	}
-	b.Exec(enqueueMonitorSQL, datasetID, traceID, int64(from), int64(to), micros(at))
+	q := enqueueMonitorSQL
+	if s.b.Kind() == "postgres" {
+		q = enqueueNotifySQL
+	}
+	b.Exec(q, datasetID, traceID, int64(from), int64(to), micros(at))
+}
+
+// jobsQueued tells in-process workers that a write into datasetID may have
+// queued jobs (SQLite; PostgreSQL notified from the transaction).
+func (s *Store) jobsQueued(ctx context.Context, datasetID string) {
+	if datasetID != "" && s.b.Kind() == "sqlite" {
+		_ = s.b.Notify(ctx, store.MonitorJobsChannel, "") // in process: cannot fail
+	}
 }
 
 const monitorJobCols = `id, dataset_id, trace_id, from_idx, to_idx, attempts, last_error, lease_until, time_created`

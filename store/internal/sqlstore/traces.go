@@ -317,7 +317,7 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 		}
 		tb.Insert("traces", traceColList, traceRows)
 		for _, t := range res.Traces {
-			enqueueMonitor(&tb, dsID, t.ID, 0, len(t.Messages), at)
+			s.enqueueMonitor(&tb, dsID, t.ID, 0, len(t.Messages), at)
 		}
 		if err := tx.RunBatch(ctx, &tb); err != nil {
 			return s.conflict(err, "push")
@@ -326,6 +326,9 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 	})
 	if err != nil {
 		return nil, err
+	}
+	if res.Dataset != nil {
+		s.jobsQueued(ctx, res.Dataset.ID)
 	}
 	return res, nil
 }
@@ -616,7 +619,7 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 		if t.DatasetID != "" {
 			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at))
 		}
-		enqueueMonitor(&b, t.DatasetID, t.ID, first, first+len(msgs), at)
+		s.enqueueMonitor(&b, t.DatasetID, t.ID, first, first+len(msgs), at)
 		if err := tx.RunBatch(ctx, &b); err != nil {
 			return s.conflict(err, "append to trace "+t.ID)
 		}
@@ -629,5 +632,6 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 	if err != nil {
 		return nil, err
 	}
+	s.jobsQueued(ctx, res.Trace.DatasetID)
 	return res, nil
 }
