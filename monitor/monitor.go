@@ -92,6 +92,9 @@ type Pool struct {
 	heldMu sync.Mutex
 	held   map[int64]*claim // claimed jobs, until completed, retried or released
 
+	rulesetMu sync.Mutex
+	rulesets  map[rulesetKey][]*store.Guardrail // enabled guardrails by dataset and ruleset version
+
 	jobs, evals, findings, ruleErrors, invalid, retries, dropped atomic.Int64
 }
 
@@ -120,7 +123,8 @@ func Start(st store.Store, opts Options) *Pool {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{st: st, opts: opts, log: opts.Logger, rules: newRuleCache(opts.CacheSize, opts.Policy),
-		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}), held: map[int64]*claim{}}
+		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}), held: map[int64]*claim{},
+		rulesets: map[rulesetKey][]*store.Guardrail{}}
 	go p.run(ctx)
 	return p
 }
@@ -154,33 +158,44 @@ type claim struct {
 	j  *store.MonitorJob
 }
 
-// run claims jobs and hands them to the workers.
+// run claims jobs and hands them to the workers; a completer deletes
+// finished jobs in batches (one transaction for many jobs).
 func (p *Pool) run(ctx context.Context) {
 	defer close(p.done)
 	work := make(chan *claim)
-	var wg sync.WaitGroup
+	finished := make(chan *claim, 4*p.opts.Workers)
+	var completer, workers, helpers sync.WaitGroup
+	completer.Go(func() { p.complete(finished) })
 	for range p.opts.Workers {
-		wg.Go(func() {
+		workers.Go(func() {
 			for c := range work {
-				p.process(ctx, c)
+				if p.process(ctx, c) {
+					finished <- c
+				}
 			}
 		})
 	}
-	wg.Go(func() { p.renew(ctx) })
+	helpers.Go(func() { p.renew(ctx) })
 	if ch, err := p.st.Subscribe(ctx, store.MonitorJobsChannel); err != nil {
 		p.log.Warn("monitor: no job notifications, polling only", "err", err)
 	} else {
-		wg.Go(func() {
+		helpers.Go(func() {
 			for range ch {
 				p.Wake()
 			}
 		})
 	}
-	defer wg.Wait()
-	defer close(work)
+	defer func() {
+		close(work)
+		workers.Wait()
+		close(finished)
+		completer.Wait()
+		helpers.Wait()
+	}()
+	batch := max(4*p.opts.Workers, 16)
 	backoff := p.opts.Poll
 	for ctx.Err() == nil {
-		jobs, err := p.st.ClaimMonitorJobs(ctx, p.opts.Workers, p.opts.Lease)
+		jobs, err := p.st.ClaimMonitorJobs(ctx, batch, p.opts.Lease)
 		if err != nil && ctx.Err() == nil {
 			p.log.Error("monitor: claim jobs", "err", err)
 			backoff = min(2*backoff, 5*time.Second)
@@ -214,6 +229,40 @@ func (p *Pool) run(ctx context.Context) {
 		case <-t.C:
 		}
 		t.Stop()
+	}
+}
+
+// complete deletes finished jobs, as many per transaction as have
+// finished meanwhile, until finished is closed.
+func (p *Pool) complete(finished <-chan *claim) {
+	for c := range finished {
+		batch := []*claim{c}
+	more:
+		for len(batch) < 256 {
+			select {
+			case c, ok := <-finished:
+				if !ok {
+					break more
+				}
+				batch = append(batch, c)
+			default:
+				break more
+			}
+		}
+		jobs := make([]*store.MonitorJob, len(batch))
+		for i, c := range batch {
+			c.mu.Lock()
+			jobs[i] = c.j
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := p.st.CompleteMonitorJobs(ctx, jobs); err != nil {
+			p.log.Error("monitor: complete jobs", "jobs", len(jobs), "err", err) // they run again: harmless
+		}
+		cancel()
+		for _, c := range batch {
+			c.mu.Unlock()
+			p.drop(c)
+		}
 	}
 }
 
@@ -266,53 +315,82 @@ func (p *Pool) release(c *claim) {
 	}
 }
 
-// process evaluates one job and completes, retries or (on shutdown)
-// releases it.
-func (p *Pool) process(ctx context.Context, c *claim) {
+// process evaluates one job. It returns true when the job is to be
+// completed (done, or dropped after MaxAttempts); otherwise it has retried
+// or (on shutdown) released it.
+func (p *Pool) process(ctx context.Context, c *claim) bool {
 	j := c.j
 	err := p.Evaluate(ctx, j)
 	if ctx.Err() != nil {
 		p.release(c)
-		return
+		return false
 	}
-	defer p.drop(c)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err == nil {
-		if err := p.st.CompleteMonitorJob(ctx, j); err != nil {
-			p.log.Error("monitor: complete job", "job", j.ID, "trace", j.TraceID, "err", err) // it runs again: harmless
-		}
 		p.jobs.Add(1)
-		return
+		return true
 	}
 	if j.Attempts >= p.opts.MaxAttempts {
 		p.dropped.Add(1)
 		p.log.Error("monitor: job dropped after repeated store errors", "job", j.ID, "trace", j.TraceID, "attempts", j.Attempts, "err", err)
-		if err := p.st.CompleteMonitorJob(ctx, j); err != nil {
-			p.log.Error("monitor: drop job", "job", j.ID, "err", err)
-		}
-		return
+		return true
 	}
+	defer p.drop(c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	p.retries.Add(1)
 	delay := min(time.Duration(1<<min(j.Attempts, 6))*time.Second, time.Minute)
 	p.log.Warn("monitor: job failed, retrying", "job", j.ID, "trace", j.TraceID, "attempt", j.Attempts, "in", delay, "err", err)
 	if err := p.st.RetryMonitorJob(ctx, j, delay, err.Error()); err != nil {
 		p.log.Error("monitor: retry job", "job", j.ID, "err", err) // its lease runs out instead
 	}
+	return false
 }
 
-// Evaluate runs the dataset's enabled guardrails on the job's new events
-// and stores their findings. Outcomes: nil when the job is done — also
+// rulesetKey names a dataset's ruleset at one version.
+type rulesetKey struct {
+	dataset string
+	version int64
+}
+
+// guardrails returns the enabled guardrails of the job's dataset at the
+// job's ruleset version (immutable, so cached).
+func (p *Pool) guardrails(ctx context.Context, j *store.MonitorJob) ([]*store.Guardrail, error) {
+	k := rulesetKey{j.DatasetID, j.RulesetVersion}
+	p.rulesetMu.Lock()
+	gs, ok := p.rulesets[k]
+	p.rulesetMu.Unlock()
+	if ok {
+		return gs, nil
+	}
+	gs, err := p.st.RulesetAt(ctx, j.DatasetID, j.RulesetVersion)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // the dataset is gone
+	}
+	if err != nil {
+		return nil, fmt.Errorf("guardrails of dataset %s at ruleset %d: %w", j.DatasetID, j.RulesetVersion, err)
+	}
+	gs = slices.DeleteFunc(gs, func(g *store.Guardrail) bool { return !g.Enabled })
+	p.rulesetMu.Lock()
+	if len(p.rulesets) >= 1024 {
+		clear(p.rulesets)
+	}
+	p.rulesets[k] = gs
+	p.rulesetMu.Unlock()
+	return gs, nil
+}
+
+// Evaluate runs the dataset's guardrails enabled at the job's ruleset
+// version (those in force when the events were written) on the job's new
+// events and stores their findings. Outcomes: nil when the job is done — also
 // when the trace is gone, the dataset has no enabled guardrail, the trace
 // cannot be normalised (counted and logged, spec/ledger.md §8) or a rule
 // failed (counted on its guardrail); a store error otherwise, after which
 // the job should be retried.
 func (p *Pool) Evaluate(ctx context.Context, j *store.MonitorJob) error {
-	gs, err := p.st.ListGuardrails(ctx, j.DatasetID)
+	gs, err := p.guardrails(ctx, j)
 	if err != nil {
-		return fmt.Errorf("guardrails of dataset %s: %w", j.DatasetID, err)
+		return err
 	}
-	gs = slices.DeleteFunc(gs, func(g *store.Guardrail) bool { return !g.Enabled })
 	if len(gs) == 0 {
 		return nil
 	}

@@ -185,7 +185,9 @@ func TestFindingsOnPushAndAppend(t *testing.T) {
 		}
 
 		// at least once: the same job evaluated again leaves one finding per key
-		again := &store.MonitorJob{DatasetID: fx.ds.ID, TraceID: trs[0].ID, From: 0, To: 4}
+		d, err := st.GetDataset(t.Context(), fx.ds.ID)
+		must(t, err)
+		again := &store.MonitorJob{DatasetID: fx.ds.ID, TraceID: trs[0].ID, From: 0, To: 4, RulesetVersion: d.RulesetVersion}
 		must(t, p.Evaluate(t.Context(), again))
 		if fs := findings(t, st, store.FindingFilter{}); len(fs) != 2 {
 			t.Fatalf("re-evaluation: %d findings, want 2", len(fs))

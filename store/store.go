@@ -509,9 +509,10 @@ type MonitorQueue interface {
 	// Complete and Retry check. It returns no jobs and no error when none
 	// are due; it takes no write lock then.
 	ClaimMonitorJobs(ctx context.Context, n int, lease time.Duration) ([]*MonitorJob, error)
-	// CompleteMonitorJob deletes the job if j still holds its lease; a
-	// job whose lease passed to another worker is left to that worker.
-	CompleteMonitorJob(ctx context.Context, j *MonitorJob) error
+	// CompleteMonitorJobs deletes, in one transaction, each job that
+	// still holds its lease; a job whose lease passed to another worker is
+	// left to that worker.
+	CompleteMonitorJobs(ctx context.Context, jobs []*MonitorJob) error
 	// RetryMonitorJob makes the job due again after delay, recording
 	// errText, if j still holds its lease.
 	RetryMonitorJob(ctx context.Context, j *MonitorJob, delay time.Duration, errText string) error
@@ -543,6 +544,9 @@ type MonitorJob struct {
 	DatasetID   string
 	TraceID     string
 	From, To    int
+	// RulesetVersion is the dataset's ruleset version when the events
+	// were written: the guardrails (RulesetAt) the job evaluates.
+	RulesetVersion int64
 	Attempts    int       // claims so far, this one included
 	LastError   string    // of the previous attempt, "" = none
 	LeaseUntil  time.Time // the lease this claim holds

@@ -93,16 +93,14 @@ func testMonitorEnqueue(t *testing.T, s store.Store) {
 		t.Fatalf("jobs (count %d) = %s, want %s", n, got, want)
 	}
 	for _, j := range jobs {
-		if j.DatasetID != res.Dataset.ID || j.Attempts != 1 || j.TimeCreated.IsZero() || !j.LeaseUntil.After(time.Now()) {
+		if j.DatasetID != res.Dataset.ID || j.RulesetVersion != 1 || j.Attempts != 1 || j.TimeCreated.IsZero() || !j.LeaseUntil.After(time.Now()) {
 			t.Errorf("job %+v", j)
 		}
 	}
 	if again := claimAll(t, s); len(again) != 0 {
 		t.Fatalf("leased jobs claimed again: %s", jobString(again))
 	}
-	for _, j := range jobs {
-		must(t, s.CompleteMonitorJob(ctx, j))
-	}
+	must(t, s.CompleteMonitorJobs(ctx, jobs))
 	if n, err := s.CountMonitorJobs(ctx); err != nil || n != 0 {
 		t.Fatalf("CountMonitorJobs after completing = %d, %v", n, err)
 	}
@@ -140,7 +138,7 @@ func testMonitorLease(t *testing.T, s store.Store) {
 		t.Fatalf("ExtendMonitorJob = %v, %v (lease %v)", ok, err, held.LeaseUntil)
 	}
 	second[0] = &held
-	must(t, s.CompleteMonitorJob(ctx, first[0]))
+	must(t, s.CompleteMonitorJobs(ctx, []*store.MonitorJob{first[0]}))
 	must(t, s.RetryMonitorJob(ctx, first[0], 0, "stale"))
 	if n, _ := s.CountMonitorJobs(ctx); n != 1 {
 		t.Fatalf("a stale lease completed the job (count %d)", n)
@@ -154,7 +152,7 @@ func testMonitorLease(t *testing.T, s store.Store) {
 		t.Fatalf("a job retried in an hour is due now: %s", jobString(got))
 	}
 	must(t, s.RetryMonitorJob(ctx, second[0], 0, "x")) // its lease is now the retry time: stale
-	must(t, s.CompleteMonitorJob(ctx, second[0]))
+	must(t, s.CompleteMonitorJobs(ctx, []*store.MonitorJob{second[0]}))
 	if n, _ := s.CountMonitorJobs(ctx); n != 1 {
 		t.Fatalf("count %d, want the retried job kept", n)
 	}

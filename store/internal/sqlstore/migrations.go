@@ -374,6 +374,7 @@ CREATE TABLE monitor_jobs (
 	trace_id TEXT NOT NULL,
 	from_idx BIGINT NOT NULL,
 	to_idx BIGINT NOT NULL,
+	ruleset_version BIGINT NOT NULL,
 	attempts INTEGER NOT NULL DEFAULT 0,
 	last_error TEXT NOT NULL DEFAULT '',
 	lease_until BIGINT NOT NULL DEFAULT 0,

@@ -10,12 +10,14 @@ import (
 )
 
 // enqueueMonitorSQL queues the evaluation of events [$3, $4) of trace $2
-// when dataset $1 has an enabled guardrail: one statement, so a write
+// with the dataset's current ruleset version when dataset $1 has an
+// enabled guardrail: one statement, so a write
 // batch pays no extra round trip, and a dataset without guardrails pays an
 // index probe. The casts give PostgreSQL the parameter types an
 // INSERT ... SELECT does not infer.
-const enqueueMonitorSQL = `INSERT INTO monitor_jobs (dataset_id, trace_id, from_idx, to_idx, time_created)
-	SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT), CAST($4 AS BIGINT), CAST($5 AS BIGINT)
+const enqueueMonitorSQL = `INSERT INTO monitor_jobs (dataset_id, trace_id, from_idx, to_idx, time_created, ruleset_version)
+	SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT), CAST($4 AS BIGINT), CAST($5 AS BIGINT),
+		(SELECT ruleset_version FROM datasets WHERE id = $1)
 	WHERE EXISTS (SELECT 1 FROM guardrails WHERE dataset_id = $1 AND enabled AND NOT deleted)`
 
 // enqueueNotifySQL is enqueueMonitorSQL on PostgreSQL: a job inserted also
@@ -46,7 +48,7 @@ func (s *Store) jobsQueued(ctx context.Context, datasetID string) {
 	}
 }
 
-const monitorJobCols = `id, dataset_id, trace_id, from_idx, to_idx, attempts, last_error, lease_until, time_created`
+const monitorJobCols = `id, dataset_id, trace_id, from_idx, to_idx, ruleset_version, attempts, last_error, lease_until, time_created`
 
 // ClaimMonitorJobs implements store.MonitorQueue.
 func (s *Store) ClaimMonitorJobs(ctx context.Context, n int, lease time.Duration) ([]*store.MonitorJob, error) {
@@ -79,7 +81,7 @@ func (s *Store) ClaimMonitorJobs(ctx context.Context, n int, lease time.Duration
 		for rows.Next() {
 			j := &store.MonitorJob{}
 			var from, to, leaseUntil, created int64
-			if err := rows.Scan(&j.ID, &j.DatasetID, &j.TraceID, &from, &to, &j.Attempts, &j.LastError, &leaseUntil, &created); err != nil {
+			if err := rows.Scan(&j.ID, &j.DatasetID, &j.TraceID, &from, &to, &j.RulesetVersion, &j.Attempts, &j.LastError, &leaseUntil, &created); err != nil {
 				rows.Close()
 				return err
 			}
@@ -105,10 +107,17 @@ func (s *Store) ClaimMonitorJobs(ctx context.Context, n int, lease time.Duration
 	return jobs, nil
 }
 
-// CompleteMonitorJob implements store.MonitorQueue.
-func (s *Store) CompleteMonitorJob(ctx context.Context, j *store.MonitorJob) error {
-	if _, err := s.b.Writer().Exec(ctx, `DELETE FROM monitor_jobs WHERE id = $1 AND lease_until = $2`, j.ID, micros(j.LeaseUntil)); err != nil {
-		return fmt.Errorf("complete monitor job %d (trace %s): %w", j.ID, j.TraceID, err)
+// CompleteMonitorJobs implements store.MonitorQueue.
+func (s *Store) CompleteMonitorJobs(ctx context.Context, jobs []*store.MonitorJob) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	var b Batch
+	for _, j := range jobs {
+		b.Exec(`DELETE FROM monitor_jobs WHERE id = $1 AND lease_until = $2`, j.ID, micros(j.LeaseUntil))
+	}
+	if err := s.inTx(ctx, func(tx Tx) error { return tx.RunBatch(ctx, &b) }); err != nil {
+		return fmt.Errorf("complete %d monitor jobs (first: %d, trace %s): %w", len(jobs), jobs[0].ID, jobs[0].TraceID, err)
 	}
 	return nil
 }
