@@ -540,17 +540,17 @@ const MonitorJobsChannel = "vigil_monitor_jobs"
 // MonitorJob is one queued evaluation: the events [From, To) of a trace,
 // which arrived in one write, to be checked against the history [0, From).
 type MonitorJob struct {
-	ID          int64
-	DatasetID   string
-	TraceID     string
-	From, To    int
+	ID        int64
+	DatasetID string
+	TraceID   string
+	From, To  int
 	// RulesetVersion is the dataset's ruleset version when the events
 	// were written: the guardrails (RulesetAt) the job evaluates.
 	RulesetVersion int64
-	Attempts    int       // claims so far, this one included
-	LastError   string    // of the previous attempt, "" = none
-	LeaseUntil  time.Time // the lease this claim holds
-	TimeCreated time.Time
+	Attempts       int       // claims so far, this one included
+	LastError      string    // of the previous attempt, "" = none
+	LeaseUntil     time.Time // the lease this claim holds
+	TimeCreated    time.Time
 }
 
 // MonitorErrorStat counts a guardrail's failed evaluations.
