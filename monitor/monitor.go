@@ -98,8 +98,8 @@ type Pool struct {
 	jobs, evals, findings, ruleErrors, invalid, retries, dropped atomic.Int64
 }
 
-// Start starts a pool on st. It returns at once; Stop ends it.
-func Start(st store.Store, opts Options) *Pool {
+// optsDefaults fills in the defaults of opts.
+func optsDefaults(opts Options) Options {
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
 	}
@@ -121,6 +121,12 @@ func Start(st store.Store, opts Options) *Pool {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	return opts
+}
+
+// Start starts a pool on st. It returns at once; Stop ends it.
+func Start(st store.Store, opts Options) *Pool {
+	opts = optsDefaults(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{st: st, opts: opts, log: opts.Logger, rules: newRuleCache(opts.CacheSize, opts.Policy),
 		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}), held: map[int64]*claim{},
@@ -394,7 +400,7 @@ func (p *Pool) Evaluate(ctx context.Context, j *store.MonitorJob) error {
 	if len(gs) == 0 {
 		return nil
 	}
-	st, err := p.st.GetTrace(ctx, j.TraceID, true)
+	st, err := p.st.MonitorTrace(ctx, j.TraceID, j.To)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // deleted since
 	}

@@ -520,6 +520,11 @@ type MonitorQueue interface {
 	// updating j.LeaseUntil; false when the lease passed to another
 	// worker (or the job is gone).
 	ExtendMonitorJob(ctx context.Context, j *MonitorJob, lease time.Duration) (bool, error)
+	// MonitorTrace returns the trace (without annotations) with its first
+	// n events (all when it has fewer), reading the events from memory
+	// when this process wrote them recently. ErrNotFound when the trace
+	// is gone.
+	MonitorTrace(ctx context.Context, traceID string, n int) (*Trace, error)
 	// CountMonitorJobs returns the number of queued jobs, leased or not.
 	CountMonitorJobs(ctx context.Context) (int, error)
 	// RecordMonitorError counts one failed evaluation of the guardrail

@@ -231,3 +231,35 @@ func testMonitorErrors(t *testing.T, s store.Store) {
 		t.Errorf("MonitorErrors(nil) = %v, %v", none, err)
 	}
 }
+
+func init() { register("MonitorTrace", testMonitorTrace) }
+
+// testMonitorTrace: MonitorTrace returns the trace with its first n
+// events exactly as GetTrace does (whether they come from the recent-write
+// memory or the database), and ErrNotFound once the trace is deleted.
+func testMonitorTrace(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	u := newUser(t, s, "u")
+	res := push(t, s, u.ID, "w", 2, 3)
+	id := res.Traces[0].ID
+	_, err := s.AppendEvents(ctx, store.AppendRequest{TraceID: id, Messages: events("more", 2), Seal: chainSeal})
+	must(t, err)
+	full, err := s.GetTrace(ctx, id, true)
+	must(t, err)
+	for _, n := range []int{0, 2, 3, 5, 100} {
+		got, err := s.MonitorTrace(ctx, id, n)
+		must(t, err)
+		want := full.Messages[:min(n, len(full.Messages))]
+		if got.ID != id || got.OwnerID != u.ID || got.DatasetID != res.Dataset.ID || len(got.Messages) != len(want) {
+			t.Fatalf("MonitorTrace(%d) = trace %s owner %s with %d events, want %d", n, got.ID, got.OwnerID, len(got.Messages), len(want))
+		}
+		for i, m := range got.Messages {
+			if m.ID != want[i].ID || m.Index != want[i].Index || string(m.Data) != string(want[i].Data) || fmt.Sprint(m.NodeIDs) != fmt.Sprint(want[i].NodeIDs) {
+				t.Fatalf("MonitorTrace(%d) event %d = %+v, want %+v", n, i, m, want[i])
+			}
+		}
+	}
+	must(t, s.DeleteTrace(ctx, id, nil))
+	_, err = s.MonitorTrace(ctx, id, 5)
+	wantErr(t, err, store.ErrNotFound)
+}

@@ -40,12 +40,47 @@ func (s *Store) enqueueMonitor(b *Batch, datasetID, traceID string, from, to int
 	b.Exec(q, datasetID, traceID, int64(from), int64(to), micros(at))
 }
 
-// jobsQueued tells in-process workers that a write into datasetID may have
-// queued jobs (SQLite; PostgreSQL notified from the transaction).
-func (s *Store) jobsQueued(ctx context.Context, datasetID string) {
-	if datasetID != "" && s.b.Kind() == "sqlite" {
+// jobsQueued runs after a write into datasetID committed: it keeps the
+// written events for this process's workers (MonitorTrace) and tells them
+// that jobs may be due (SQLite; PostgreSQL notified from the transaction).
+func (s *Store) jobsQueued(ctx context.Context, datasetID string, traces ...recentWrite) {
+	if datasetID == "" {
+		return
+	}
+	for _, t := range traces {
+		s.recent.put(t.id, t.from, t.msgs)
+	}
+	if s.b.Kind() == "sqlite" {
 		_ = s.b.Notify(ctx, store.MonitorJobsChannel, "") // in process: cannot fail
 	}
+}
+
+// recentWrite is the events one write added to a trace, from position
+// from.
+type recentWrite struct {
+	id   string
+	from int
+	msgs []store.Message
+}
+
+// MonitorTrace implements store.MonitorQueue: the traces row from the
+// database, the events from the recent writes of this process when it
+// has them.
+func (s *Store) MonitorTrace(ctx context.Context, traceID string, n int) (*store.Trace, error) {
+	t, err := scanTrace(s.b.Reader().QueryRow(ctx, `SELECT `+traceCols+` FROM traces WHERE id = $1`, traceID))
+	if err != nil {
+		return nil, notFound(err, "trace "+traceID)
+	}
+	n = min(n, t.MessageCount)
+	if msgs, ok := s.recent.get(traceID, n); ok {
+		t.Messages = msgs
+		return t, nil
+	}
+	if err := s.loadMessages(ctx, []*store.Trace{t}); err != nil {
+		return nil, err
+	}
+	t.Messages = t.Messages[:min(n, len(t.Messages))]
+	return t, nil
 }
 
 const monitorJobCols = `id, dataset_id, trace_id, from_idx, to_idx, ruleset_version, attempts, last_error, lease_until, time_created`

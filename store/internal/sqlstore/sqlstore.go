@@ -16,7 +16,8 @@ const (
 
 // Store implements store.Store over a Backend.
 type Store struct {
-	b Backend
+	b      Backend
+	recent *recentWrites
 }
 
 var _ store.Store = (*Store)(nil)
@@ -41,7 +42,7 @@ func Open(ctx context.Context, b Backend) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{b: b}, nil
+	return &Store{b: b, recent: newRecentWrites(recentWritesBytes)}, nil
 }
 
 // Kind implements store.Store.

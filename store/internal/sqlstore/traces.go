@@ -328,7 +328,11 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 		return nil, err
 	}
 	if res.Dataset != nil {
-		s.jobsQueued(ctx, res.Dataset.ID)
+		ws := make([]recentWrite, len(res.Traces))
+		for i, t := range res.Traces {
+			ws[i] = recentWrite{t.ID, 0, t.Messages}
+		}
+		s.jobsQueued(ctx, res.Dataset.ID, ws...)
 	}
 	return res, nil
 }
@@ -632,6 +636,6 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 	if err != nil {
 		return nil, err
 	}
-	s.jobsQueued(ctx, res.Trace.DatasetID)
+	s.jobsQueued(ctx, res.Trace.DatasetID, recentWrite{res.Trace.ID, res.Trace.MessageCount - len(res.Messages), res.Messages})
 	return res, nil
 }
