@@ -2,8 +2,9 @@
 // §8): a pool of workers takes evaluation jobs from the store's durable
 // queue (store.MonitorQueue, filled by every trace write in the write's own
 // transaction), evaluates the dataset's enabled guardrails on the new
-// events against the trace's history (policy.AnalyzeNew: the cost follows
-// the new events, not the trace), and stores each violation as a finding
+// events against the trace's history (policy.AnalyzeNewPending on the
+// trace normalised once for all of them: the cost follows the new events,
+// not the trace), and stores each violation as a finding
 // (NewFinding: key and addresses mapped to stored positions, title,
 // severity, score, citations), deduplicated on (monitorId, runId, key).
 //
@@ -418,8 +419,7 @@ func (p *Pool) Evaluate(ctx context.Context, j *store.MonitorJob) error {
 		p.log.Warn("monitor: trace cannot be evaluated", "trace", st.ID, "err", err)
 		return nil
 	}
-	past := &trace.Trace{Events: t.Events[:from]}
-	pending := &trace.Trace{Events: t.Events[from:]}
+	pd := policy.NewPending(&trace.Trace{Events: t.Events[:from]}, &trace.Trace{Events: t.Events[from:]}) // normalised once for every guardrail
 	nodeIDs := make([][]string, to)
 	for i := range nodeIDs {
 		nodeIDs[i] = st.Messages[i].NodeIDs
@@ -445,7 +445,7 @@ func (p *Pool) Evaluate(ctx context.Context, j *store.MonitorJob) error {
 			ps = map[string]any{"metadata": metadata}
 		}
 		p.evals.Add(1)
-		res, err := pol.AnalyzeNew(ctx, past, pending, ps)
+		res, err := pol.AnalyzeNewPending(ctx, pd, ps)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -12,9 +12,14 @@ import (
 
 // TestAnalyzeNewMatchesPending: AnalyzeNew reports exactly the violations
 // AnalyzePending does (it only skips work), for the five-rule benchmark
-// policy at several split points of a run.
+// policy at several split points of a run, also on a Pending another
+// policy analysed first.
 func TestAnalyzeNewMatchesPending(t *testing.T) {
 	p, err := policy.Load(tracegen.GuardrailPolicy, policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := policy.Load("raise \"tool\" if:\n    (c: ToolCall)\n    (o: ToolOutput)\n    c is tool:bash\n", policy.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +51,18 @@ func TestAnalyzeNewMatchesPending(t *testing.T) {
 		}
 		if g, w := keys(got), keys(want); !slices.Equal(g, w) || len(w) == 0 && split < 590 {
 			t.Errorf("split %d: AnalyzeNew keys %v, AnalyzePending %v", split, g, w)
+		}
+		// one prepared trace shared by another policy first, then this one
+		pd := policy.NewPending(past, pending)
+		if _, err := other.AnalyzeNewPending(t.Context(), pd, nil); err != nil {
+			t.Fatal(err)
+		}
+		shared, err := p.AnalyzeNewPending(t.Context(), pd, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := keys(shared), keys(want); !slices.Equal(g, w) {
+			t.Errorf("split %d: AnalyzeNewPending on a shared trace: keys %v, want %v", split, g, w)
 		}
 	}
 }
