@@ -521,7 +521,7 @@ type MonitorQueue interface {
 	// worker (or the job is gone).
 	ExtendMonitorJob(ctx context.Context, j *MonitorJob, lease time.Duration) (bool, error)
 	// MonitorTrace returns the trace (without annotations) with its first
-	// n events (all when it has fewer), reading the events from memory
+	// n events (all when it has fewer), reading the events from memory (8 MiB of recent writes)
 	// when this process wrote them recently. ErrNotFound when the trace
 	// is gone.
 	MonitorTrace(ctx context.Context, traceID string, n int) (*Trace, error)

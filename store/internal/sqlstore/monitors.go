@@ -26,9 +26,9 @@ const enqueueMonitorSQL = `INSERT INTO monitor_jobs (dataset_id, trace_id, from_
 const enqueueNotifySQL = `WITH job AS (` + enqueueMonitorSQL + ` RETURNING 1)
 	SELECT pg_notify('` + store.MonitorJobsChannel + `', '') FROM job LIMIT 1`
 
-// enqueueMonitor adds the job of a trace write to b (nothing for snippets
-// or an empty write). It must run in the transaction that stores the
-// events; after the commit the caller calls jobsQueued.
+// enqueueMonitor adds the job of an append to b (nothing for snippets or
+// an empty write). It must run in the transaction that stores the events;
+// after the commit the caller calls jobsQueued.
 func (s *Store) enqueueMonitor(b *Batch, datasetID, traceID string, from, to int, at time.Time) {
 	if datasetID == "" || to <= from {
 		return
@@ -38,6 +38,32 @@ func (s *Store) enqueueMonitor(b *Batch, datasetID, traceID string, from, to int
 		q = enqueueNotifySQL
 	}
 	b.Exec(q, datasetID, traceID, int64(from), int64(to), micros(at))
+}
+
+// queueMonitorJobs queues, on b, one job per pushed trace when the
+// dataset res.Dataset (locked by the caller) has an enabled guardrail, and
+// reports whether it has. Jobs carry the dataset's ruleset version.
+func (s *Store) queueMonitorJobs(ctx context.Context, tx Tx, b *Batch, res *store.PushResult, at time.Time) (bool, error) {
+	if res.Dataset == nil {
+		return false, nil
+	}
+	var one int
+	switch err := tx.QueryRow(ctx, `SELECT 1 FROM guardrails WHERE dataset_id = $1 AND enabled AND NOT deleted LIMIT 1`, res.Dataset.ID).Scan(&one); {
+	case errors.Is(err, ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("push: guardrails of dataset %s: %w", res.Dataset.ID, err)
+	}
+	for _, t := range res.Traces {
+		if len(t.Messages) > 0 {
+			b.Exec(`INSERT INTO monitor_jobs (dataset_id, trace_id, from_idx, to_idx, time_created, ruleset_version) VALUES ($1, $2, $3, $4, $5, $6)`,
+				res.Dataset.ID, t.ID, int64(0), int64(len(t.Messages)), micros(at), res.Dataset.RulesetVersion)
+		}
+	}
+	if s.b.Kind() == "postgres" {
+		b.Exec(`SELECT pg_notify('` + store.MonitorJobsChannel + `', '')`) // delivered at commit
+	}
+	return true, nil
 }
 
 // jobsQueued runs after a write into datasetID committed: it keeps the

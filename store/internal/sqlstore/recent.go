@@ -28,8 +28,9 @@ type recentTrace struct {
 	bytes int
 }
 
-// recentWritesBytes bounds the event data the cache holds.
-const recentWritesBytes = 32 << 20
+// recentWritesBytes bounds the event data the cache holds: enough for the
+// writes workers have not reached yet, small beside an upload's budget.
+const recentWritesBytes = 8 << 20
 
 func newRecentWrites(max int) *recentWrites {
 	return &recentWrites{max: max, ll: list.New(), m: map[string]*list.Element{}}

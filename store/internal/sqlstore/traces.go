@@ -209,6 +209,7 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 		}
 	}
 	var res *store.PushResult
+	watched := false // the dataset has an enabled guardrail: jobs were queued
 	err := s.inTx(ctx, func(tx Tx) error {
 		res = &store.PushResult{}
 		at := now()
@@ -316,8 +317,8 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			traceRows[i] = traceRow(t)
 		}
 		tb.Insert("traces", traceColList, traceRows)
-		for _, t := range res.Traces {
-			s.enqueueMonitor(&tb, dsID, t.ID, 0, len(t.Messages), at)
+		if watched, err = s.queueMonitorJobs(ctx, tx, &tb, res, at); err != nil {
+			return err
 		}
 		if err := tx.RunBatch(ctx, &tb); err != nil {
 			return s.conflict(err, "push")
@@ -327,7 +328,7 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 	if err != nil {
 		return nil, err
 	}
-	if res.Dataset != nil {
+	if watched {
 		ws := make([]recentWrite, len(res.Traces))
 		for i, t := range res.Traces {
 			ws[i] = recentWrite{t.ID, 0, t.Messages}
