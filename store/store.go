@@ -521,9 +521,10 @@ type MonitorQueue interface {
 	// worker (or the job is gone).
 	ExtendMonitorJob(ctx context.Context, j *MonitorJob, lease time.Duration) (bool, error)
 	// MonitorTrace returns the trace (without annotations) with its first
-	// n events (all when it has fewer), reading the events from memory (8 MiB of recent writes)
-	// when this process wrote them recently. ErrNotFound when the trace
-	// is gone.
+	// n events (all when it has fewer), taking the events from memory when
+	// this process wrote them recently (the last 8 MiB of pushes into
+	// datasets with an enabled guardrail, and appends to them), else from
+	// the database. ErrNotFound when the trace is gone.
 	MonitorTrace(ctx context.Context, traceID string, n int) (*Trace, error)
 	// CountMonitorJobs returns the number of queued jobs, leased or not.
 	CountMonitorJobs(ctx context.Context) (int, error)
