@@ -420,11 +420,7 @@ func (p *Pool) Evaluate(ctx context.Context, j *store.MonitorJob) error {
 		return nil
 	}
 	pd := policy.NewPending(&trace.Trace{Events: t.Events[:from]}, &trace.Trace{Events: t.Events[from:]}) // normalised once for every guardrail
-	nodeIDs := make([][]string, to)
-	for i := range nodeIDs {
-		nodeIDs[i] = st.Messages[i].NodeIDs
-	}
-	ev := NewEvaluated(t, nodeIDs)
+	var ev *Evaluated                                                                                     // made for the first violation
 	var metadata map[string]any
 	for _, g := range gs {
 		pol, err := p.rules.load(g.Content)
@@ -464,6 +460,13 @@ func (p *Pool) Evaluate(ctx context.Context, j *store.MonitorJob) error {
 		src := Source{MonitorID: g.ID, Monitor: g.Name, Severity: g.Severity,
 			Context: marshal(map[string]any{"source": "monitor", "guardrail": map[string]any{"id": g.ID, "name": g.Name, "version": g.Version}})}
 		for _, v := range res.Errors {
+			if ev == nil {
+				nodeIDs := make([][]string, to)
+				for i := range nodeIDs {
+					nodeIDs[i] = st.Messages[i].NodeIDs
+				}
+				ev = NewEvaluated(t, nodeIDs)
+			}
 			f := NewFinding(src, ev, v)
 			f.RunID, f.OwnerID = st.ID, st.OwnerID
 			if _, _, err := p.st.UpsertFinding(ctx, f); err != nil {

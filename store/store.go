@@ -520,8 +520,8 @@ type MonitorQueue interface {
 	// updating j.LeaseUntil; false when the lease passed to another
 	// worker (or the job is gone).
 	ExtendMonitorJob(ctx context.Context, j *MonitorJob, lease time.Duration) (bool, error)
-	// MonitorTrace returns the trace (without annotations) with its first
-	// n events (all when it has fewer), taking the events from memory when
+	// MonitorTrace returns the trace's ID, DatasetID, OwnerID, Metadata
+	// and MessageCount (other fields may be zero) with its first n events (all when it has fewer), taking the events from memory when
 	// this process wrote them recently (the last 8 MiB of pushes into
 	// datasets with an enabled guardrail, and appends to them), else from
 	// the database. ErrNotFound when the trace is gone.

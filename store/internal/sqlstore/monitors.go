@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -89,18 +90,26 @@ type recentWrite struct {
 	msgs []store.Message
 }
 
-// MonitorTrace implements store.MonitorQueue: the traces row from the
-// database, the events from the recent writes of this process when it
-// has them.
+// MonitorTrace implements store.MonitorQueue: the events from the recent
+// writes of this process when it has them (with the few trace columns a
+// monitor reads: whether it still exists, its owner, dataset, metadata and
+// length), else the whole trace from the database.
 func (s *Store) MonitorTrace(ctx context.Context, traceID string, n int) (*store.Trace, error) {
+	if msgs, ok := s.recent.get(traceID, n); ok {
+		t := &store.Trace{ID: traceID}
+		var ds *string
+		var md string
+		if err := s.b.Reader().QueryRow(ctx, `SELECT dataset_id, owner_id, metadata, message_count FROM traces WHERE id = $1`, traceID).
+			Scan(&ds, &t.OwnerID, &md, &t.MessageCount); err != nil {
+			return nil, notFound(err, "trace "+traceID)
+		}
+		t.DatasetID, t.Metadata = str(ds), json.RawMessage(md)
+		t.Messages = msgs[:min(n, t.MessageCount)]
+		return t, nil
+	}
 	t, err := scanTrace(s.b.Reader().QueryRow(ctx, `SELECT `+traceCols+` FROM traces WHERE id = $1`, traceID))
 	if err != nil {
 		return nil, notFound(err, "trace "+traceID)
-	}
-	n = min(n, t.MessageCount)
-	if msgs, ok := s.recent.get(traceID, n); ok {
-		t.Messages = msgs
-		return t, nil
 	}
 	if err := s.loadMessages(ctx, []*store.Trace{t}); err != nil {
 		return nil, err
