@@ -133,10 +133,14 @@ func (e *Evaluated) StoredKey(key string) string {
 		return key
 	}
 	vars = strings.TrimSuffix(vars, "))")
-	if vars == "" {
+	if _, err := strconv.Atoi(rule); err != nil || vars == "" {
 		return key
 	}
+	one := strings.HasSuffix(vars, ",") // Python's one-element tuple
 	parts := strings.Split(strings.TrimSuffix(vars, ","), ", ")
+	if one != (len(parts) == 1) {
+		return key
+	}
 	for i, p := range parts {
 		n, err := strconv.Atoi(p)
 		if err != nil {

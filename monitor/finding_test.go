@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/vigilhq/vigil/policy"
@@ -127,4 +128,32 @@ func TestStoredKeyMalformed(t *testing.T) {
 			t.Errorf("StoredKey(%q) = %q", k, got)
 		}
 	}
+}
+
+// FuzzStoredKey: key mapping never panics, keeps keys unchanged on a
+// trace whose indices are its positions, and on a trace with a tools
+// element keeps the key's length in variables and its rule.
+func FuzzStoredKey(f *testing.F) {
+	for _, k := range []string{"(0, ())", "(0, (1,))", "(2, (-1, 3, 2))", "(0, (3", "((, ((", "(1, (99999999999999999999,))", ""} {
+		f.Add(k)
+	}
+	plain := NewEvaluated(mustDecode(f, plainEvents), nil)
+	tools := NewEvaluated(mustDecode(f, toolsEvents), nil)
+	f.Fuzz(func(t *testing.T, key string) {
+		if got := plain.StoredKey(key); got != key {
+			t.Fatalf("plain trace: StoredKey(%q) = %q", key, got)
+		}
+		got := tools.StoredKey(key)
+		if strings.Count(got, ",") != strings.Count(key, ",") || !strings.HasPrefix(got, strings.SplitN(key, ",", 2)[0]) {
+			t.Fatalf("tools trace: StoredKey(%q) = %q", key, got)
+		}
+	})
+}
+
+func mustDecode(f *testing.F, events string) *trace.Trace {
+	tr, err := trace.Decode([]byte(events))
+	if err != nil {
+		f.Fatal(err)
+	}
+	return tr
 }
