@@ -254,6 +254,39 @@ func (p *Policy) AnalyzePending(ctx context.Context, past, pending *trace.Trace,
 	return p.prog.Run(ctx, m, params(ps), p.evalOptions(), eval.Mode{PendingFrom: n})
 }
 
+// AnalyzeNew is AnalyzePending at the cost of the new events: rules whose
+// bindings hold events only through free variables skip every combination
+// without a pending event, as Monitor.Append does. A failure that only
+// past events cause is not reported. Durable monitors, which evaluate each
+// stored write once, use it.
+func (p *Policy) AnalyzeNew(ctx context.Context, past, pending *trace.Trace, ps map[string]any) (*Result, error) {
+	return p.AnalyzeNewPending(ctx, NewPending(past, pending), ps)
+}
+
+// Pending is a trace split into past and pending events (spec §12),
+// normalised once for the AnalyzeNewPending of several policies in turn.
+// It is not safe for concurrent use: the selections it caches fill in as
+// rules read them.
+type Pending struct {
+	model *eval.Model
+	from  int
+}
+
+// NewPending normalises past ++ pending as one trace.
+func NewPending(past, pending *trace.Trace) *Pending {
+	m := eval.NewModel(past)
+	n := m.Len()
+	if pending != nil {
+		m.Append(pending.Events)
+	}
+	return &Pending{model: m, from: n}
+}
+
+// AnalyzeNewPending is AnalyzeNew on a prepared trace.
+func (p *Policy) AnalyzeNewPending(ctx context.Context, pd *Pending, ps map[string]any) (*Result, error) {
+	return p.prog.Run(ctx, pd.model, params(ps), p.evalOptions(), eval.Mode{PendingFrom: pd.from, Restrict: true})
+}
+
 // Monitor evaluates a policy incrementally on a growing trace and reports
 // each violation once (spec §12). It is safe for concurrent use; calls are
 // serialised.

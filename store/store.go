@@ -114,6 +114,7 @@ type Store interface {
 	Idempotency
 	Guardrails
 	Findings
+	MonitorQueue
 	MCP
 }
 
@@ -514,6 +515,79 @@ type EvalCase struct {
 	RunID       string
 	OwnerID     string
 	TimeCreated time.Time
+}
+
+// MonitorQueue is the durable queue of monitor evaluations (spec/ledger.md
+// §8): PushTraces and AppendEvents enqueue one job per trace of a dataset
+// that has an enabled guardrail, in the transaction that stores the events,
+// so an acknowledged write is never left unevaluated. Workers claim jobs
+// with a lease; a job whose lease runs out (its worker crashed) is claimed
+// again, so delivery is at least once and consumers deduplicate (findings
+// do, on (monitorId, runId, key)). It also keeps per-guardrail evaluation
+// error counts.
+type MonitorQueue interface {
+	// ClaimMonitorJobs leases up to n jobs whose lease has run out (new
+	// jobs have none), oldest first, until now+lease, and raises their
+	// Attempts. Each returned job carries its lease as LeaseUntil, which
+	// Complete and Retry check. It returns no jobs and no error when none
+	// are due; it takes no write lock then.
+	ClaimMonitorJobs(ctx context.Context, n int, lease time.Duration) ([]*MonitorJob, error)
+	// CompleteMonitorJobs deletes, in one transaction, each job that
+	// still holds its lease; a job whose lease passed to another worker is
+	// left to that worker.
+	CompleteMonitorJobs(ctx context.Context, jobs []*MonitorJob) error
+	// RetryMonitorJob makes the job due again after delay, recording
+	// errText, if j still holds its lease.
+	RetryMonitorJob(ctx context.Context, j *MonitorJob, delay time.Duration, errText string) error
+	// ExtendMonitorJob moves j's lease to now+lease if j still holds it,
+	// updating j.LeaseUntil; false when the lease passed to another
+	// worker (or the job is gone).
+	ExtendMonitorJob(ctx context.Context, j *MonitorJob, lease time.Duration) (bool, error)
+	// MonitorTrace returns the trace's ID, DatasetID, OwnerID, Metadata
+	// and MessageCount (other fields may be zero) with its first n events (all when it has fewer), taking the events from memory when
+	// this process wrote them recently (the last 8 MiB of pushes into
+	// datasets with an enabled guardrail, and appends to them), else from
+	// the database. ErrNotFound when the trace is gone.
+	MonitorTrace(ctx context.Context, traceID string, n int) (*Trace, error)
+	// CountMonitorJobs returns the number of queued jobs, leased or not.
+	CountMonitorJobs(ctx context.Context) (int, error)
+	// RecordMonitorError counts one failed evaluation of the guardrail
+	// (a rule failure, blown budget, load or analysis error) with its
+	// message and time.
+	RecordMonitorError(ctx context.Context, guardrailID, msg string, at time.Time) error
+	// MonitorErrors returns the error counts of the given guardrails; a
+	// guardrail without errors is absent from the map.
+	MonitorErrors(ctx context.Context, guardrailIDs []string) (map[string]*MonitorErrorStat, error)
+}
+
+// MonitorJobsChannel is the Notifier channel on which the store announces,
+// after a write that queued monitor jobs commits, that jobs are due
+// (PostgreSQL: from the writing transaction itself, to every process; SQLite:
+// in process). Workers still poll: a notification may be lost.
+const MonitorJobsChannel = "vigil_monitor_jobs"
+
+// MonitorJob is one queued evaluation: the events [From, To) of a trace,
+// which arrived in one write, to be checked against the history [0, From).
+type MonitorJob struct {
+	ID        int64
+	DatasetID string
+	TraceID   string
+	From, To  int
+	// RulesetVersion is the dataset's ruleset version when the events
+	// were written: the guardrails (RulesetAt) the job evaluates.
+	RulesetVersion int64
+	Attempts       int       // claims so far, this one included
+	LastError      string    // of the previous attempt, "" = none
+	LeaseUntil     time.Time // the lease this claim holds
+	TimeCreated    time.Time
+}
+
+// MonitorErrorStat counts a guardrail's failed evaluations.
+type MonitorErrorStat struct {
+	GuardrailID string
+	Count       int64
+	LastError   string
+	LastAt      time.Time
 }
 
 // MCP stores MCP sessions and tool pins (explorer-api §13, gateway.md

@@ -31,7 +31,7 @@ import (
 // with a suggestion, so a typo never silently does nothing. What takes
 // effect in this build (inEffect) is: listen, data_dir, db, tls, log,
 // cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
-// metrics, ledger.key_file, detectors and guardrails (limits: see the
+// metrics, ledger.key_file, detectors, guardrails and monitors (limits: see the
 // Limits field). auth.session_ttl and auth.secure_cookies apply to browser
 // sessions of the web UI, and otlp, ledger.close_idle_after and gateway to
 // parts not in this build: they are validated and otherwise unused, and
@@ -72,6 +72,7 @@ type fileConfig struct {
 	Limits      limitsConfig     `yaml:"limits"`
 	OTLP        otlpConfig       `yaml:"otlp"`
 	Guardrails  guardrailsConfig `yaml:"guardrails"`
+	Monitors    monitorsConfig   `yaml:"monitors"`
 	Gateway     gatewayConfig    `yaml:"gateway"`
 }
 
@@ -84,6 +85,16 @@ type limitsConfig struct {
 	BodyIdleTimeout      duration `yaml:"body_idle_timeout"`
 	MaxConnections       int      `yaml:"max_connections"`
 	MaxInflightBodyBytes size     `yaml:"max_inflight_body_bytes"`
+}
+
+// monitorsConfig is the monitors section: the workers that run dataset
+// guardrails on every trace write (0: GOMAXPROCS; -1: none, the queue
+// keeps the jobs), each evaluation's wall-time budget (0: 10 s) and the
+// lease after which a dead process's jobs are taken over (0: 30 s).
+type monitorsConfig struct {
+	Workers *int     `yaml:"workers"`
+	Timeout duration `yaml:"timeout"`
+	Lease   duration `yaml:"lease"`
 }
 
 // tlsConfig is the tls section: with both files set, vigil serve speaks
@@ -247,6 +258,9 @@ func (c *fileConfig) validate() error {
 	if c.Guardrails.CacheSize < 0 {
 		return fmt.Errorf("guardrails.cache_size is %d, want 0 (the default, 1024) or more", c.Guardrails.CacheSize)
 	}
+	if w := c.Monitors.Workers; w != nil && *w < -1 {
+		return fmt.Errorf("monitors.workers is %d, want -1 (none), 0 (the default, one per CPU) or more", *w)
+	}
 	for i, o := range c.CORSOrigins {
 		if err := checkOrigin(o); err != nil {
 			return fmt.Errorf("cors_origins[%d]: %w", i, err)
@@ -320,7 +334,7 @@ var inEffect = []string{
 	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth.admin_username",
 	"auth.anonymous_read_public", "sharing", "limits.max_json_bytes", "limits.max_upload_bytes",
 	"limits.body_idle_timeout", "limits.max_connections", "limits.max_inflight_body_bytes", "metrics", "ledger.key_file", "detectors",
-	"guardrails",
+	"guardrails", "monitors",
 }
 
 // notInEffect returns the keys the file sets that this build does not use;

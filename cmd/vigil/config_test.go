@@ -134,6 +134,9 @@ metrics: {token: t, public: true}
 		{name: "origin with path", yaml: "cors_origins: [\"https://a.example/x\"]\n", wantErr: `is not an origin`},
 		{name: "admin username", yaml: "auth: {admin_username: 'bad name'}\n", wantErr: `auth.admin_username "bad name"`},
 		{name: "half a tls pair", yaml: "tls: {key_file: k.pem}\n", wantErr: "tls: set both cert_file and key_file"},
+		{name: "monitor workers", yaml: "monitors: {workers: -2}\n", wantErr: "monitors.workers is -2, want -1 (none)"},
+		{name: "monitor lease", yaml: "monitors: {lease: -1s}\n", wantErr: `line 1: monitors.lease is "-1s", want a duration`},
+		{name: "monitors typo", yaml: "monitors: {worker: 2}\n", wantErr: `unknown key "monitors.worker"`},
 		{name: "syntax error", yaml: "listen: [\n", wantErr: "yaml"},
 	}
 	for _, tt := range tests {

@@ -24,6 +24,8 @@ import (
 
 	"github.com/vigilhq/vigil/detect"
 	"github.com/vigilhq/vigil/ledger"
+	"github.com/vigilhq/vigil/monitor"
+	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/store/postgres"
@@ -57,7 +59,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"Every request is logged (method, path, status, bytes, duration, key id) at level info.\n"+
 			"The garbage collector runs with GOGC=400 unless GOGC is set.\n"+
 			"The check API (POST /api/v1/policy/check) calls model-backed detectors at\n"+
-			"--detectors-base-url (detectors.base_url); without one, rules using them fail to load.", stderr)
+			"--detectors-base-url (detectors.base_url); without one, rules using them fail to load.\n"+
+			"Monitors: every trace pushed, appended or uploaded into a dataset with an enabled guardrail\n"+
+			"is queued in the database with the write and checked by --monitor-workers workers; a\n"+
+			"violation becomes a finding. With -1 no worker runs and the queue keeps the jobs.", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -80,8 +85,17 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		"memory all request bodies in flight may hold, at least max_json_bytes plus 64 KiB; more get 429 (env VIGIL_LIMITS_MAX_INFLIGHT_BODY_BYTES; config limits.max_inflight_body_bytes)")
 	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format.Value, "text")), "log format: text or json")
 	logLevel := fs.String("log-level", envOr("VIGIL_LOG_LEVEL", cmp.Or(fc.Log.Level.Value, "info")), "log level: debug, info, warn or error (env VIGIL_LOG_LEVEL)")
+	monWorkers := fs.Int("monitor-workers", 0, "workers evaluating dataset guardrails on new traces: 0 = one per CPU, -1 = none (env VIGIL_MONITORS_WORKERS, monitors.workers)")
+	monTimeout := fs.Duration("monitor-timeout", time.Duration(fc.Monitors.Timeout), "wall-time budget of one guardrail evaluation; 0 = 10s (env VIGIL_MONITORS_TIMEOUT, monitors.timeout)")
+	monLease := fs.Duration("monitor-lease", time.Duration(fc.Monitors.Lease), "how long the jobs of a server that died wait before another worker takes them; 0 = 30s (env VIGIL_MONITORS_LEASE, monitors.lease)")
+	if err := monitorDefaults(fs, fc); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *monWorkers < -1 || *monTimeout < 0 || *monLease < 0 {
+		return fmt.Errorf("serve: --monitor-workers %d, --monitor-timeout %s, --monitor-lease %s: want -1 or more, and durations of 0 or more", *monWorkers, *monTimeout, *monLease)
 	}
 	opts, err := serveSettings(fc)
 	if err != nil {
@@ -198,7 +212,11 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		// fixed form docs/api.md gives (logs never hold keys).
 		fmt.Fprintf(stderr, "vigil: created admin API key (shown once, store it now): %s\n", boot.GeneratedKey)
 	}
-	log.Info(fmt.Sprintf("listening on %s://%s", scheme, ln.Addr()), "store", st.Kind(), "data_dir", *dataDir, "ledger_key", keySource)
+	var monitors *monitor.Pool
+	if *monWorkers >= 0 {
+		monitors = monitor.Start(st, monitor.Options{Workers: *monWorkers, Lease: *monLease, Logger: log, Policy: policy.Options{WallTime: *monTimeout}})
+	}
+	log.Info(fmt.Sprintf("listening on %s://%s", scheme, ln.Addr()), "store", st.Kind(), "data_dir", *dataDir, "ledger_key", keySource, "monitor_workers", *monWorkers)
 	errc := make(chan error, 1)
 	go func() {
 		if hs.TLSConfig != nil {
@@ -220,6 +238,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
+	}
+	if monitors != nil {
+		monitors.Stop() // waits for evaluations in progress; queued jobs stay queued
 	}
 	closed = true
 	if err := st.Close(); err != nil {
@@ -343,6 +364,48 @@ func serveSettings(fc *fileConfig) (serveOptions, error) {
 		return o, errors.New("tls: set both the certificate and the key file (tls.cert_file, tls.key_file), or neither")
 	}
 	return o, nil
+}
+
+// monitorDefaults sets the defaults of --monitor-workers,
+// --monitor-timeout and --monitor-lease from VIGIL_MONITORS_WORKERS,
+// VIGIL_MONITORS_TIMEOUT and VIGIL_MONITORS_LEASE, else the file's monitors
+// section (flags > environment > file).
+func monitorDefaults(fs *flag.FlagSet, fc *fileConfig) error {
+	workers := 0
+	if fc.Monitors.Workers != nil {
+		workers = *fc.Monitors.Workers
+	}
+	if v := strings.TrimSpace(os.Getenv("VIGIL_MONITORS_WORKERS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 {
+			return fmt.Errorf("VIGIL_MONITORS_WORKERS: want -1 (none), 0 (one per CPU) or more, got %q", v)
+		}
+		workers = n
+	}
+	if err := setDefault(fs, "monitor-workers", strconv.Itoa(workers)); err != nil {
+		return err
+	}
+	for name, env := range map[string]string{"timeout": "VIGIL_MONITORS_TIMEOUT", "lease": "VIGIL_MONITORS_LEASE"} {
+		if v := strings.TrimSpace(os.Getenv(env)); v != "" {
+			if d, err := time.ParseDuration(v); err != nil || d < 0 {
+				return fmt.Errorf("%s: want a duration such as 5s, got %q", env, v)
+			}
+			if err := setDefault(fs, "monitor-"+name, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// setDefault changes a flag's value and the default --help shows.
+func setDefault(fs *flag.FlagSet, name, v string) error {
+	f := fs.Lookup(name)
+	if err := f.Value.Set(v); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	f.DefValue = v
+	return nil
 }
 
 // envBoolOr is the boolean in environment variable name when it is set,

@@ -434,4 +434,30 @@ EXCEPTION WHEN others THEN
 END;
 $$;
 `,
+
+	// 10: the durable monitor queue (one job per trace write into a
+	// dataset with an enabled guardrail, enqueued in the write's
+	// transaction) and per-guardrail evaluation error counts.
+	`
+CREATE TABLE monitor_jobs (
+	id {{SERIAL}},
+	dataset_id TEXT NOT NULL,
+	trace_id TEXT NOT NULL,
+	from_idx BIGINT NOT NULL,
+	to_idx BIGINT NOT NULL,
+	ruleset_version BIGINT NOT NULL,
+	attempts INTEGER NOT NULL DEFAULT 0,
+	last_error TEXT NOT NULL DEFAULT '',
+	lease_until BIGINT NOT NULL DEFAULT 0,
+	time_created BIGINT NOT NULL
+);
+CREATE INDEX monitor_jobs_due ON monitor_jobs (lease_until, id);
+
+CREATE TABLE monitor_errors (
+	guardrail_id TEXT PRIMARY KEY,
+	count BIGINT NOT NULL,
+	last_error TEXT NOT NULL,
+	last_at BIGINT NOT NULL
+);
+`,
 }

@@ -16,7 +16,8 @@ const (
 
 // Store implements store.Store over a Backend.
 type Store struct {
-	b Backend
+	b      Backend
+	recent *recentWrites
 }
 
 var _ store.Store = (*Store)(nil)
@@ -42,7 +43,7 @@ func Open(ctx context.Context, b Backend) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{b: b}
+	s := &Store{b: b, recent: newRecentWrites(recentWritesBytes)}
 	if err := s.reindexPending(ctx); err != nil {
 		return nil, err
 	}

@@ -272,6 +272,7 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 		}
 	}
 	var res *store.PushResult
+	watched := false // the dataset has an enabled guardrail: jobs were queued
 	err := s.inTx(ctx, func(tx Tx) error {
 		res = &store.PushResult{}
 		at := now()
@@ -406,6 +407,9 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			traceRows[i] = traceRow(t)
 		}
 		tb.Insert("traces", traceColList, traceRows)
+		if watched, err = s.queueMonitorJobs(ctx, tx, &tb, res, at); err != nil {
+			return err
+		}
 		if err := tx.RunBatch(ctx, &tb); err != nil {
 			return s.conflict(err, "push")
 		}
@@ -413,6 +417,13 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 	})
 	if err != nil {
 		return nil, err
+	}
+	if watched {
+		ws := make([]recentWrite, len(res.Traces))
+		for i, t := range res.Traces {
+			ws[i] = recentWrite{t.ID, 0, t.Messages}
+		}
+		s.jobsQueued(ctx, res.Dataset.ID, ws...)
 	}
 	return res, nil
 }
@@ -704,6 +715,7 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 		if t.DatasetID != "" {
 			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at))
 		}
+		s.enqueueMonitor(&b, t.DatasetID, t.ID, first, first+len(msgs), at)
 		if err := tx.RunBatch(ctx, &b); err != nil {
 			return s.conflict(err, "append to trace "+t.ID)
 		}
@@ -716,5 +728,6 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 	if err != nil {
 		return nil, err
 	}
+	s.jobsQueued(ctx, res.Trace.DatasetID, recentWrite{res.Trace.ID, res.Trace.MessageCount - len(res.Messages), res.Messages})
 	return res, nil
 }
