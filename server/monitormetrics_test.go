@@ -19,13 +19,12 @@ import (
 // absent.
 func TestMonitorMetrics(t *testing.T) {
 	st := openSQLite(t)
-	var pool *monitor.Pool
+	pool := monitor.Start(st, monitor.Options{Workers: 1, Poll: 10 * time.Millisecond, Logger: discardLogger()})
+	defer pool.Stop()
 	ts := newTestServer(t, st, func(c *Config) {
 		c.MetricsPublic = true
-		c.MonitorStats = func() monitor.Stats { return pool.Stats() }
+		c.MonitorStats = pool.Stats
 	})
-	pool = monitor.Start(st, monitor.Options{Workers: 1, Poll: 10 * time.Millisecond})
-	defer pool.Stop()
 	ctx := t.Context()
 	d, err := ts.c.CreateDataset(ctx, "mm", nil, false)
 	if err != nil {
@@ -61,7 +60,7 @@ func TestMonitorMetrics(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		fs, err := st.ListFindings(ctx, store.FindingFilter{MonitorID: ""})
+		fs, err := st.ListFindings(ctx, store.FindingFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestGuardrailRuleErrors(t *testing.T) {
 		if gs[0].Name != "email" {
 			email, shell = shell, email
 		}
-		pool := monitor.Start(ts.st, monitor.Options{Workers: 1, Poll: 10 * time.Millisecond, Policy: policy.Options{MaxSteps: 1}})
+		pool := monitor.Start(ts.st, monitor.Options{Workers: 1, Poll: 10 * time.Millisecond, Policy: policy.Options{MaxSteps: 1}, Logger: discardLogger()})
 		defer pool.Stop()
 		for range 2 {
 			pushRun(t, ts.c, "gd", nil)
