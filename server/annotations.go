@@ -2,11 +2,14 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -320,6 +323,9 @@ func (s *Server) handleAnnotationList(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
+	if anns, err = s.withFindings(r.Context(), t, anns, sources); err != nil {
+		return err
+	}
 	rd := s.newRenderer(r, t)
 	out := make([]annotationJSON, len(anns))
 	for i, a := range anns {
@@ -426,4 +432,131 @@ func (s *Server) handleAnnotationsReplace(w http.ResponseWriter, r *http.Request
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"deleted": del, "inserted": ins})
 	return nil
+}
+
+// Findings served as annotations (explorer-api §15): each finding on a
+// trace is one read-only annotation per citation, source
+// "guardrails-error" ("mcp-pin" for MCP tool pinning), content its title,
+// id "<finding id>.<citation index>", extra_metadata the finding's
+// context (the gateway's location, blocked, call_id, guardrail; a stored
+// backtest's backtest:true) plus finding_id, status, severity, score,
+// key, monitor and monitor_id. A finding without citations concerns the
+// whole run and is served once, at <root>. They are never stored as
+// annotations, so annotation writes cannot reach them: PUT and DELETE on
+// such an id get 409 read_only (annotationForWrite), and
+// …/annotations/update never replaces them.
+
+// findingSource is the annotation source a finding is served under.
+func findingSource(f *store.Finding) string {
+	if f.MonitorID == "mcp-pin" {
+		return "mcp-pin"
+	}
+	return "guardrails-error"
+}
+
+// findingCitations returns the addresses a finding is served at: its
+// citations' addresses, or <root> when it has none.
+func findingCitations(f *store.Finding) []string {
+	var cites []struct {
+		Address string `json:"address"`
+	}
+	_ = json.Unmarshal(f.Citations, &cites) // stored by the server: a JSON array
+	out := make([]string, 0, len(cites))
+	for _, c := range cites {
+		out = append(out, c.Address)
+	}
+	if len(out) == 0 {
+		out = append(out, "<root>")
+	}
+	return out
+}
+
+// findingAnnotations renders the findings of trace t (its messages
+// loaded) as annotations, anchored and resolved like stored ones, in
+// finding order.
+func findingAnnotations(t *store.Trace, fs []*store.Finding) []*store.Annotation {
+	if len(fs) == 0 {
+		return nil
+	}
+	var out []*store.Annotation
+	for _, f := range fs {
+		md := map[string]any{}
+		_ = json.Unmarshal(f.Context, &md) // an object or nil
+		delete(md, "source")               // the monitor's "monitor" names where it arose, not the annotation source
+		md["source"] = findingSource(f)
+		md["finding_id"], md["status"], md["severity"], md["score"] = f.ID, f.Status, f.Severity, f.Score
+		md["key"], md["monitor"], md["monitor_id"] = f.Key, f.Monitor, f.MonitorID
+		extra, _ := marshalNoEscape(md) // decoded JSON plus strings: always encodable
+		for i, addr := range findingCitations(f) {
+			a := &store.Annotation{ID: f.ID + "." + strconv.Itoa(i), TraceID: t.ID, OwnerID: t.OwnerID, Content: f.Title,
+				ExtraMetadata: extra, Source: findingSource(f), Resolved: true, TimeCreated: f.CreatedAt}
+			if setAddress(a, addr) != nil {
+				a.Address, a.Resolved = addr, false
+			}
+			out = append(out, a)
+		}
+	}
+	resolveAnnotations(decodeStored(t), out)
+	for _, a := range out {
+		if a.AnchorIndex == nil {
+			continue
+		}
+		if i := *a.AnchorIndex; i < len(t.Messages) {
+			a.MessageID = t.Messages[i].ID
+		} else {
+			a.Address, a.Resolved = "messages."+strconv.Itoa(i)+a.Address, false
+		}
+		a.AnchorIndex = nil
+	}
+	return out
+}
+
+// withFindings returns the annotations anns of trace t (its messages
+// loaded) with t's findings added as annotations, ordered by time created
+// (stable), keeping only the given sources (nil = all).
+func (s *Server) withFindings(ctx context.Context, t *store.Trace, anns []*store.Annotation, sources []string) ([]*store.Annotation, error) {
+	if len(sources) > 0 && !slices.Contains(sources, "guardrails-error") && !slices.Contains(sources, "mcp-pin") {
+		return anns, nil
+	}
+	fs, err := s.st.ListFindings(ctx, store.FindingFilter{RunID: t.ID})
+	if err != nil {
+		return nil, fmt.Errorf("findings of trace %s: %w", t.ID, err)
+	}
+	fas := findingAnnotations(t, fs)
+	if len(fas) == 0 {
+		return anns, nil
+	}
+	out := slices.Clone(anns)
+	for _, a := range fas {
+		if len(sources) == 0 || slices.Contains(sources, a.Source) {
+			out = append(out, a)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *store.Annotation) int { return a.TimeCreated.Compare(b.TimeCreated) })
+	return out, nil
+}
+
+// addFindingCounts adds to counts (per trace id, per source, as
+// CountAnnotationsBySource returns them) the annotations the findings of
+// the traces ids are served as. counts may be nil; the result is not.
+func (s *Server) addFindingCounts(ctx context.Context, counts map[string]map[string]int, ids []string) (map[string]map[string]int, error) {
+	if counts == nil {
+		counts = map[string]map[string]int{}
+	}
+	if len(ids) == 0 {
+		return counts, nil
+	}
+	fs, err := s.st.ListFindings(ctx, store.FindingFilter{RunIDs: ids})
+	if err != nil {
+		return nil, fmt.Errorf("findings of %d traces: %w", len(ids), err)
+	}
+	for _, f := range fs {
+		c := counts[f.RunID]
+		if c == nil {
+			c = map[string]int{}
+			counts[f.RunID] = c
+		}
+		c[findingSource(f)] += len(findingCitations(f))
+	}
+	return counts, nil
 }

@@ -31,12 +31,12 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	_ "github.com/vigilhq/vigil/detect" // registers the detectors rules call, as vigil check does
+	"github.com/vigilhq/vigil/monitor"
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/trace"
@@ -388,7 +388,7 @@ func (w *backtestWorker) evaluate(ctx context.Context, te *store.TraceEvents) *b
 	} else {
 		o.Errors, o.Failures, o.Triggered = res.Errors, res.Failures, len(res.Errors) > 0
 		if w.bt.store && o.Triggered {
-			if err := w.bt.storeFindings(ctx, t, w.bt.rule, res.Errors); err != nil {
+			if err := w.bt.storeFindings(ctx, t, tr, w.bt.rule, res.Errors); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -430,154 +430,40 @@ func (w *backtestWorker) analyze(ctx context.Context, br *backtestRule, t *store
 	return br.pol.Analyze(ctx, tr, ps)
 }
 
-// storeFindings files each violation as a finding (ledger.md §8.1). It
-// reads the trace's messages for their ledger node ids (citations).
-func (bt *backtest) storeFindings(ctx context.Context, t *store.Trace, br *backtestRule, vs []policy.Violation) error {
+// storeFindings files each violation as a finding (ledger.md §8.1),
+// mapped by monitor.NewFinding as the monitors map theirs: keys and
+// citations at stored event positions (policy-language §11.4), citations
+// with their ledger nodes, which it reads from the trace's messages.
+func (bt *backtest) storeFindings(ctx context.Context, t *store.Trace, tr *trace.Trace, br *backtestRule, vs []policy.Violation) error {
 	full, err := bt.s.st.GetTrace(ctx, t.ID, true)
 	if err != nil {
 		return fmt.Errorf("read trace %s for its findings: %w", t.ID, err)
 	}
-	t = full
+	nodeIDs := make([][]string, len(full.Messages))
+	for i, m := range full.Messages {
+		nodeIDs[i] = m.NodeIDs
+	}
+	ev, src := monitor.NewEvaluated(tr, nodeIDs), br.source()
 	for _, v := range vs {
-		f := backtestFinding(t, br, v)
-		f.OwnerID = bt.ds.OwnerID
+		f := monitor.NewFinding(src, ev, v)
+		f.RunID, f.OwnerID = t.ID, bt.ds.OwnerID
 		if _, _, err := bt.s.st.UpsertFinding(ctx, f); err != nil {
-			return fmt.Errorf("store finding %s of trace %s: %w", v.Key, t.ID, err)
+			return fmt.Errorf("store finding %s of trace %s: %w", f.Key, t.ID, err)
 		}
 	}
 	return nil
 }
 
-// backtestFinding maps a violation on stored trace t to a finding.
-func backtestFinding(t *store.Trace, br *backtestRule, v policy.Violation) *store.Finding {
-	f := &store.Finding{RunID: t.ID, MonitorID: br.monitorID, Monitor: br.monitor, Key: v.Key, Severity: br.severity}
-	if len(v.Args) > 0 {
-		if s, ok := v.Args[0].(string); ok {
-			f.Title = s
-		}
-	}
-	if f.Title == "" {
-		f.Title = v.Message
-	}
-	var score any
-	for _, kv := range v.Kwargs {
-		switch kv.Key {
-		case "severity":
-			if s, ok := kv.Value.(string); ok && (s == store.SeverityInfo || s == store.SeverityWarn || s == store.SeverityCritical) {
-				f.Severity = s
-			}
-		case "score":
-			score = kv.Value
-		}
-	}
-	f.Score = map[string]float64{store.SeverityInfo: 0.3, store.SeverityWarn: 0.6, store.SeverityCritical: 1.0}[f.Severity]
-	switch x := score.(type) {
-	case float64:
-		if x >= 0 && x <= 1 {
-			f.Score = x
-		}
-	case int64:
-		if x == 0 || x == 1 {
-			f.Score = float64(x)
-		}
-	}
-	cites := citations(t, v.Ranges)
-	if len(cites) > 0 && cites[0].NodeID != nil {
-		f.NodeID = *cites[0].NodeID
-	}
-	f.Citations, _ = marshalNoEscape(cites) // plain structs and maps: always encodable
+// source is the monitor a stored backtest finding comes from: the
+// guardrail or the ad-hoc rule, with context {"backtest": true,
+// "policy_hash", "guardrail"?}.
+func (br *backtestRule) source() monitor.Source {
 	c := map[string]any{"backtest": true, "policy_hash": br.hash}
 	if br.guardrail != nil {
 		c["guardrail"] = br.guardrail
 	}
-	f.Context, _ = marshalNoEscape(c)
-	return f
-}
-
-// citation is one finding citation (ledger.md §8.1).
-type citation struct {
-	NodeID  *string `json:"nodeId"`
-	Address string  `json:"address"`
-}
-
-// citations processes violation ranges as ledger.md §8.1 says: identical
-// addresses merged, an address dropped when a more specific one under it
-// is present, sorted by event index then address, each with the node
-// whose address is the longest whole-segment prefix.
-func citations(t *store.Trace, ranges []string) []citation {
-	addrs := slices.Clone(ranges)
-	slices.Sort(addrs)
-	addrs = slices.Compact(addrs)
-	kept := addrs[:0:0]
-	for _, a := range addrs {
-		general := false
-		for _, b := range addrs {
-			if b != a && underAddress(b, a) {
-				general = true
-				break
-			}
-		}
-		if !general {
-			kept = append(kept, a)
-		}
-	}
-	slices.SortStableFunc(kept, func(a, b string) int {
-		if c := eventIndex(a) - eventIndex(b); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
-	})
-	out := make([]citation, len(kept))
-	for i, a := range kept {
-		out[i] = citation{NodeID: nodeOf(t, a), Address: a}
-	}
-	return out
-}
-
-// underAddress reports whether address b lies under address a (a path
-// prefix on whole segments, or a itself with a selector added).
-func underAddress(b, a string) bool {
-	return strings.HasPrefix(b, a) && len(b) > len(a) && (b[len(a)] == '.' || b[len(a)] == ':')
-}
-
-// eventIndex is the message index of a "messages.N…" address; -1 for
-// <root> and others, which sort first.
-func eventIndex(a string) int {
-	rest, ok := strings.CutPrefix(a, "messages.")
-	if !ok {
-		return -1
-	}
-	end := strings.IndexAny(rest, ".:")
-	if end < 0 {
-		end = len(rest)
-	}
-	n, err := strconv.Atoi(rest[:end])
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
-// nodeOf returns the ledger node of address a on t: messages.N is the
-// event's primary node, messages.N.tool_calls.K the call's node; nil for
-// <root> or a trace stored without nodes.
-func nodeOf(t *store.Trace, a string) *string {
-	i := eventIndex(a)
-	if i < 0 || i >= len(t.Messages) || len(t.Messages[i].NodeIDs) == 0 {
-		return nil
-	}
-	ids := t.Messages[i].NodeIDs
-	prefix := "messages." + strconv.Itoa(i) + ".tool_calls."
-	if rest, ok := strings.CutPrefix(a, prefix); ok {
-		end := strings.IndexAny(rest, ".:")
-		if end < 0 {
-			end = len(rest)
-		}
-		if k, err := strconv.Atoi(rest[:end]); err == nil && k+1 < len(ids) {
-			return &ids[k+1]
-		}
-	}
-	return &ids[0]
+	ctx, _ := marshalNoEscape(c) // plain maps: always encodable
+	return monitor.Source{MonitorID: br.monitorID, Monitor: br.monitor, Severity: br.severity, Context: ctx}
 }
 
 // backtestFrame is a per-trace frame of the stream.

@@ -530,6 +530,47 @@ func TestBacktestStoreFindings(t *testing.T) {
 	})
 }
 
+// TestBacktestStoredPositions: a stored finding's key and citations name
+// stored event positions (policy-language §11.4), not the engine's trace
+// indices, which a tools element holding two tools shifts by one; so a
+// backtest and a monitor that find the same violation write one finding.
+func TestBacktestStoredPositions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer) {
+		ctx := t.Context()
+		res, err := ts.c.Push(ctx, client.PushRequest{Dataset: "btpos", Messages: [][]any{{
+			map[string]any{"role": "user", "content": "hi"},
+			map[string]any{"tools": []any{map[string]any{"name": "t1", "description": "d"}, map[string]any{"name": "t2", "description": "e"}}},
+			map[string]any{"role": "assistant", "content": "a bad one"},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ts.c.GetDatasetByName(ctx, "admin", "btpos")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ts.c.Backtest(ctx, d.ID, client.BacktestRequest{Policy: btRule, Store: true}, nil); err != nil {
+			t.Fatal(err)
+		}
+		fs, err := ts.st.ListFindings(ctx, store.FindingFilter{RunID: res.ID[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := ts.st.GetTrace(ctx, res.ID[0], true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fs) != 1 {
+			t.Fatalf("%d findings, want 1", len(fs))
+		}
+		f := fs[0]
+		wantCites := `[{"nodeId":"` + tr.Messages[2].NodeIDs[0] + `","address":"messages.2.content:2-5"}]`
+		if f.Key != "(0, (2,))" || string(f.Citations) != wantCites || f.NodeID != tr.Messages[2].NodeIDs[0] {
+			t.Errorf("finding key %q citations %s node %q,\nwant key %q citations %s", f.Key, f.Citations, f.NodeID, "(0, (2,))", wantCites)
+		}
+	})
+}
+
 // TestBacktestConcurrentRuns: runs at once over one dataset each see
 // every trace once.
 func TestBacktestConcurrentRuns(t *testing.T) {
@@ -552,31 +593,6 @@ func TestBacktestConcurrentRuns(t *testing.T) {
 		}
 		wg.Wait()
 	})
-}
-
-func TestCitations(t *testing.T) {
-	tr := &store.Trace{Messages: []store.Message{{NodeIDs: []string{"n0"}}, {NodeIDs: []string{"n1", "n1c0", "n1c1"}}, {}}}
-	cases := []struct {
-		name   string
-		ranges []string
-		want   string
-	}{
-		{"merge_and_specific", []string{"messages.1", "messages.1.tool_calls.1.function.arguments.to:0-4", "messages.1.tool_calls.1.function.arguments.to:0-4"},
-			`[{"nodeId":"n1c1","address":"messages.1.tool_calls.1.function.arguments.to:0-4"}]`},
-		{"order_by_event", []string{"messages.10", "messages.2.content", "messages.0.content:0-3"},
-			`[{"nodeId":"n0","address":"messages.0.content:0-3"},{"nodeId":null,"address":"messages.2.content"},{"nodeId":null,"address":"messages.10"}]`},
-		{"root", []string{"<root>"}, `[{"nodeId":null,"address":"<root>"}]`},
-		{"selector_under_path", []string{"messages.0.content", "messages.0.content:2-5"}, `[{"nodeId":"n0","address":"messages.0.content:2-5"}]`},
-		{"sibling_key_not_prefix", []string{"messages.1.tool_calls.0", "messages.1.tool_calls.0x"}, `[{"nodeId":"n1c0","address":"messages.1.tool_calls.0"},{"nodeId":"n1","address":"messages.1.tool_calls.0x"}]`},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			b, _ := marshalNoEscape(citations(tr, tc.ranges))
-			if string(b) != tc.want {
-				t.Errorf("citations(%q) = %s, want %s", tc.ranges, b, tc.want)
-			}
-		})
-	}
 }
 
 // sha16 is the ad-hoc monitor id suffix of a rule text (ledger.md §8.0).

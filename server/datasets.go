@@ -295,6 +295,9 @@ func (s *Server) handleDatasetTraces(w http.ResponseWriter, r *http.Request, p *
 			ids[i] = t.ID
 		}
 		counts, err := s.st.CountAnnotationsBySource(r.Context(), ids)
+		if err == nil {
+			counts, err = s.addFindingCounts(r.Context(), counts, ids)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -61,6 +61,18 @@ type guardrailJSON struct {
 	Scope           json.RawMessage `json:"scope"`
 	UpdatedBy       string          `json:"updated_by"`
 	TimeCreated     string          `json:"time_created"`
+	// RuleErrors counts the guardrail's failed monitor evaluations; set on
+	// current guardrails only (not on ruleset snapshots).
+	RuleErrors *ruleErrorsJSON `json:"rule_errors,omitempty"`
+}
+
+// ruleErrorsJSON is a guardrail's rule_errors member: how many monitor
+// evaluations of it failed (a rule failure, a blown budget, a load or
+// analysis error), the last message and when.
+type ruleErrorsJSON struct {
+	Count     int64   `json:"count"`
+	LastError *string `json:"last_error"`
+	LastAt    *string `json:"last_at"`
 }
 
 // compatTime is the YYYY-MM-DD HH:MM:SS form of last_updated_time.
@@ -107,6 +119,32 @@ func (u *usernames) guardrails(gs []*store.Guardrail) []guardrailJSON {
 		out = append(out, u.guardrail(g))
 	}
 	return out
+}
+
+// currentGuardrails renders current guardrails with their rule_errors
+// (the store's monitor error counts, read in one query).
+func (u *usernames) currentGuardrails(gs []*store.Guardrail) ([]guardrailJSON, error) {
+	ids := make([]string, len(gs))
+	for i, g := range gs {
+		ids[i] = g.ID
+	}
+	var stats map[string]*store.MonitorErrorStat
+	if len(ids) > 0 {
+		var err error
+		if stats, err = u.s.st.MonitorErrors(u.r.Context(), ids); err != nil {
+			return nil, fmt.Errorf("rule errors of %d guardrails: %w", len(ids), err)
+		}
+	}
+	out := u.guardrails(gs)
+	for i := range out {
+		re := &ruleErrorsJSON{}
+		if st := stats[out[i].ID]; st != nil && st.Count > 0 {
+			msg, at := st.LastError, formatTime(st.LastAt)
+			re = &ruleErrorsJSON{Count: st.Count, LastError: &msg, LastAt: &at}
+		}
+		out[i].RuleErrors = re
+	}
+	return out, nil
 }
 
 // nullJSON is b, or null when empty.
@@ -172,7 +210,11 @@ func (s *Server) guardedDataset(r *http.Request, datasetID string) (*guardedData
 	if err := json.Unmarshal(objectOrEmpty(d.Metadata), &md); err != nil {
 		return nil, fmt.Errorf("dataset %s metadata: %w", d.ID, err)
 	}
-	pol, err := marshalNoEscape(s.usernames(r).guardrails(rs.Guardrails))
+	gs, err := s.usernames(r).currentGuardrails(rs.Guardrails)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := marshalNoEscape(gs)
 	if err != nil {
 		return nil, err
 	}
@@ -647,7 +689,11 @@ func (s *Server) handleGuardrailList(w http.ResponseWriter, r *http.Request, p *
 			keep = append(keep, g)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"policies": s.usernames(r).guardrails(keep)})
+	gs, err := s.usernames(r).currentGuardrails(keep)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"policies": gs})
 	return nil
 }
 
@@ -805,7 +851,11 @@ func (s *Server) handleGuardrailRestore(w http.ResponseWriter, r *http.Request, 
 		return err
 	}
 	s.feed.changed(r.Context(), d.ID, d.RulesetVersion)
-	writeJSON(w, http.StatusOK, s.usernames(r).guardrail(g))
+	gs, err := s.usernames(r).currentGuardrails([]*store.Guardrail{g})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, gs[0])
 	return nil
 }
 

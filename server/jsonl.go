@@ -680,6 +680,10 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, p *princip
 			_ = bw.Flush()
 			return fmt.Errorf("export dataset %s: %w", d.ID, err)
 		}
+		if t.Annotations, err = s.withFindings(r.Context(), t, t.Annotations, nil); err != nil {
+			_ = bw.Flush()
+			return fmt.Errorf("export dataset %s: %w", d.ID, err)
+		}
 		if err := s.inlineImages(r.Context(), t); err != nil {
 			_ = bw.Flush()
 			return fmt.Errorf("export dataset %s: %w", d.ID, err)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vigilhq/vigil/monitor"
 )
 
 // This file writes the Prometheus text exposition format (version 0.0.4)
@@ -29,6 +31,24 @@ type Metrics struct {
 	hists    map[string]*histVec
 	order    []string // family names in registration order
 	help     map[string]string
+	// monitor returns the monitor pool's counters; nil when this process
+	// runs no pool.
+	monitor func() monitor.Stats
+}
+
+// monitorFamilies are the vigil_monitor_* counter families, each one of
+// monitor.Stats's counters.
+var monitorFamilies = []struct {
+	name, help string
+	value      func(monitor.Stats) int64
+}{
+	{"vigil_monitor_jobs_total", "Monitor jobs completed (evaluated, or nothing to do).", func(s monitor.Stats) int64 { return s.Jobs }},
+	{"vigil_monitor_evaluations_total", "Guardrail evaluations the monitors ran.", func(s monitor.Stats) int64 { return s.Evaluations }},
+	{"vigil_monitor_findings_total", "Findings the monitors wrote (new or updated).", func(s monitor.Stats) int64 { return s.Findings }},
+	{"vigil_monitor_rule_errors_total", "Monitor evaluations that failed or reported rule failures (budget, run-time error, rule that does not load).", func(s monitor.Stats) int64 { return s.RuleErrors }},
+	{"vigil_monitor_invalid_traces_total", "Monitor jobs whose trace the engine could not normalise.", func(s monitor.Stats) int64 { return s.InvalidTraces }},
+	{"vigil_monitor_retries_total", "Monitor jobs put back after a store error.", func(s monitor.Stats) int64 { return s.Retries }},
+	{"vigil_monitor_dropped_total", "Monitor jobs given up after their last attempt.", func(s monitor.Stats) int64 { return s.Dropped }},
 }
 
 type counterVec struct {
@@ -54,8 +74,11 @@ type histogram struct {
 // defBuckets are latency buckets in seconds.
 var defBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-func newMetrics() *Metrics {
+// newMetrics returns the registry; monitorStats, when non-nil, adds the
+// vigil_monitor_* families.
+func newMetrics(monitorStats func() monitor.Stats) *Metrics {
 	m := &Metrics{
+		monitor:  monitorStats,
 		start:    time.Now(),
 		counters: map[string]*counterVec{},
 		hists:    map[string]*histVec{},
@@ -170,8 +193,20 @@ func (m *Metrics) Write(w io.Writer) error {
 		}
 		h.mu.Unlock()
 	}
+	m.writeMonitor(bw)
 	m.writeRuntime(bw)
 	return bw.Flush()
+}
+
+// writeMonitor writes the monitor pool's counters (nothing without a pool).
+func (m *Metrics) writeMonitor(w io.Writer) {
+	if m.monitor == nil {
+		return
+	}
+	st := m.monitor()
+	for _, f := range monitorFamilies {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", f.name, f.help, f.name, f.name, f.value(st))
+	}
 }
 
 func (m *Metrics) writeRuntime(w io.Writer) {

@@ -211,6 +211,9 @@ func (s *Server) searchHits(r *http.Request, ts []*store.Trace, q *search.Query,
 		ids[i] = t.ID
 	}
 	counts, err := s.st.CountAnnotationsBySource(ctx, ids)
+	if err == nil {
+		counts, err = s.addFindingCounts(ctx, counts, ids)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +243,9 @@ func (s *Server) searchHits(r *http.Request, ts []*store.Trace, q *search.Query,
 		}
 		if len(h.AnnotationsBySource) > 0 {
 			anns, err := s.st.ListAnnotations(ctx, t.ID, nil)
+			if err == nil {
+				anns, err = s.withFindings(ctx, t, anns, nil)
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -42,6 +42,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vigilhq/vigil/monitor"
 	"github.com/vigilhq/vigil/store"
 )
 
@@ -115,6 +116,10 @@ type Config struct {
 	// API and for dataset guardrails each (guardrails.cache_size; 0:
 	// DefaultRuleCacheSize). See rulecache.go.
 	RuleCacheSize int
+	// MonitorStats, when set, returns the counters of the monitor pool
+	// that evaluates this process's queued jobs; /metrics shows them as
+	// the vigil_monitor_* families (nil: no pool, no families).
+	MonitorStats func() monitor.Stats
 }
 
 // Server serves the API. Create it with New; it is safe for concurrent use.
@@ -160,7 +165,7 @@ func New(cfg Config) (*Server, error) {
 		version: cfg.Version,
 		maxJSON: cfg.MaxJSONBytes,
 		maxUp:   cfg.MaxUploadBytes,
-		metrics: newMetrics(),
+		metrics: newMetrics(cfg.MonitorStats),
 		cfg:     cfg,
 		now:     cfg.Now,
 	}

@@ -198,6 +198,9 @@ func (s *Server) handleDatasetFull(w http.ResponseWriter, r *http.Request, p *pr
 			return err
 		}
 		tj := s.traceJSON(r, t, 100000, true)
+		if t.Annotations, err = s.withFindings(r.Context(), t, t.Annotations, nil); err != nil {
+			return err
+		}
 		rd := s.newRenderer(r, t)
 		tj.Annotations = make([]annotationJSON, len(t.Annotations))
 		for i, a := range t.Annotations {

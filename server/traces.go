@@ -51,6 +51,9 @@ func (s *Server) handleTraceGet(w http.ResponseWriter, r *http.Request, p *princ
 		if err != nil {
 			return err
 		}
+		if anns, err = s.withFindings(r.Context(), t, anns, nil); err != nil {
+			return err
+		}
 		rd := s.newRenderer(r, t)
 		out.Annotations = make([]annotationJSON, len(anns))
 		for i, a := range anns {
@@ -201,7 +204,9 @@ func (s *Server) handleTraceDownload(w http.ResponseWriter, r *http.Request, p *
 	if err != nil {
 		return err
 	}
-	t.Annotations = anns
+	if t.Annotations, err = s.withFindings(r.Context(), t, anns, nil); err != nil {
+		return err
+	}
 	if err := s.inlineImages(r.Context(), t); err != nil {
 		return err
 	}

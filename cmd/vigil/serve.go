@@ -172,6 +172,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if cfg.MaxInflightBodyBytes, err = parseSize(*maxInflight); err != nil {
 		return fmt.Errorf("serve: --max-inflight-body-bytes: %w", err)
 	}
+	var monitors *monitor.Pool // started below, before the server answers
+	if *monWorkers >= 0 {
+		cfg.MonitorStats = func() monitor.Stats { return monitors.Stats() }
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -212,7 +216,6 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		// fixed form docs/api.md gives (logs never hold keys).
 		fmt.Fprintf(stderr, "vigil: created admin API key (shown once, store it now): %s\n", boot.GeneratedKey)
 	}
-	var monitors *monitor.Pool
 	if *monWorkers >= 0 {
 		monitors = monitor.Start(st, monitor.Options{Workers: *monWorkers, Lease: *monLease, Logger: log, Policy: policy.Options{WallTime: *monTimeout}})
 	}

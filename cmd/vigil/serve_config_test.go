@@ -182,11 +182,16 @@ gateway: {enabled: true, fail_mode: open}
 	if st := anonymousRead(t, p.url); st != 200 {
 		t.Errorf("anonymous read of a public dataset: %d, want 200", st)
 	}
-	// metrics.public: /metrics without a token.
+	// metrics.public: /metrics without a token; the monitor pool's
+	// counters are among the families.
 	if resp, err := http.Get(p.url + "/metrics"); err != nil || resp.StatusCode != 200 {
 		t.Errorf("public metrics: %v %v", err, resp.StatusCode)
 	} else {
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if !strings.Contains(string(body), "\nvigil_monitor_jobs_total ") {
+			t.Errorf("metrics lack the monitor pool's vigil_monitor_jobs_total")
+		}
 	}
 	// sharing.enabled=false: PUT …/shared is 403.
 	if st, _ := pushOne(t, p.url); st != 200 {
