@@ -3,42 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vigilhq/vigil/client"
-	"github.com/vigilhq/vigil/ledger"
-	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
-	"github.com/vigilhq/vigil/store/sqlite"
 )
 
 // newFindingsServer starts the real server on a loopback port and returns
 // its URL and store (findings are written through the store, as a monitor
 // would).
 func newFindingsServer(t *testing.T) (string, store.Store) {
-	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := server.Bootstrap(ctx, st, server.BootstrapOptions{EnvKey: testKey}); err != nil {
-		t.Fatal(err)
-	}
-	key, _ := ledger.GenerateKey()
-	srv, err := server.New(server.Config{Store: st, LedgerKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return hs.URL, st
+	url, st, _ := startInProcessServer(t)
+	return url, st
 }
 
 // pushEvalRun pushes one run of eval case suite/kase and returns its id.

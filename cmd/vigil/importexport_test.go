@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,12 +15,21 @@ import (
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/server"
+	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/store/sqlite"
 )
 
 // newInProcessServer starts the real server on a loopback port with a
 // SQLite store and returns its URL and the ledger public key.
 func newInProcessServer(t *testing.T) (string, string) {
+	url, _, key := startInProcessServer(t)
+	return url, ledger.PublicKeyHex(ledger.PublicOf(key))
+}
+
+// startInProcessServer starts the real server on a loopback port with a
+// SQLite store bootstrapped with testKey, and returns its URL, the store
+// and the ledger key.
+func startInProcessServer(t *testing.T) (string, store.Store, ed25519.PrivateKey) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), nil)
@@ -38,7 +48,7 @@ func newInProcessServer(t *testing.T) (string, string) {
 	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return hs.URL, ledger.PublicKeyHex(ledger.PublicOf(key))
+	return hs.URL, st, key
 }
 
 func TestImportExportCommands(t *testing.T) {
