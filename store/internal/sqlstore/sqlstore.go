@@ -42,11 +42,7 @@ func Open(ctx context.Context, b Backend) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{b: b}
-	if err := s.reindexPending(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return &Store{b: b}, nil
 }
 
 // Kind implements store.Store.
