@@ -175,17 +175,43 @@ func (s *Store) indexBatch(ctx context.Context, claim string, args ...any) (int,
 		}
 		var b Batch
 		b.Exec(`DELETE FROM search_text WHERE `+s.b.In("trace_id", 1), list)
+		var index [][]any
 		for _, t := range ts {
-			b.Insert("search_text", searchColList, searchRows(t.ID, t.Name, t.Messages))
+			index = append(index, searchRows(t.ID, t.Name, t.Messages)...)
 			t.Messages = nil
 		}
+		if err := s.insertSearchRows(&b, index); err != nil {
+			return err
+		}
 		b.Exec(`DELETE FROM search_reindex WHERE `+s.b.In("trace_id", 1), list)
-		return tx.RunBatch(ctx, coalesce(&b))
+		return tx.RunBatch(ctx, &b)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("search index: %w", err)
 	}
 	return len(ids), nil
+}
+
+// insertSearchRows queues the insert of rows into search_text. SQLite
+// gets them in one statement (a JSON array): FTS5 writes the terms it
+// holds to a new segment at every statement of a transaction, so the
+// 50-row inserts of Tx.BulkInsert made hundreds of small segments per
+// batch and merging them cost more than the terms themselves.
+func (s *Store) insertSearchRows(b *Batch, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if s.b.Kind() != "sqlite" {
+		b.Insert("search_text", searchColList, rows)
+		return nil
+	}
+	js, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("encode index rows: %w", err)
+	}
+	b.Exec(`INSERT INTO search_text (trace_id, msg, tool, text) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), `+
+		`json_extract(value, '$[2]'), json_extract(value, '$[3]') FROM json_each($1)`, string(js))
+	return nil
 }
 
 // searchCursor is the decoded NextCursor: the sort key and id of the last
