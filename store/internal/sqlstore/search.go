@@ -166,20 +166,12 @@ func (s *Store) indexBatch(ctx context.Context, claim string, args ...any) (int,
 		// after this transaction (it waits for the claimed row), so the
 		// committed state is the state to index.
 		list := s.b.ListArg(ids)
-		ts, err := s.queryTraces(ctx, `SELECT `+traceCols+` FROM traces WHERE `+s.b.In("id", 1), list)
+		index, err := s.indexRows(ctx, list)
 		if err != nil {
-			return err
-		}
-		if err := s.loadMessages(ctx, ts); err != nil {
 			return err
 		}
 		var b Batch
 		b.Exec(`DELETE FROM search_text WHERE `+s.b.In("trace_id", 1), list)
-		var index [][]any
-		for _, t := range ts {
-			index = append(index, searchRows(t.ID, t.Name, t.Messages)...)
-			t.Messages = nil
-		}
 		if err := s.insertSearchRows(&b, index); err != nil {
 			return err
 		}
@@ -190,6 +182,62 @@ func (s *Store) indexBatch(ctx context.Context, claim string, args ...any) (int,
 		return 0, fmt.Errorf("search index: %w", err)
 	}
 	return len(ids), nil
+}
+
+// indexRows returns the index rows of the traces in list (a ListArg) that
+// exist, reading only the columns searchRows needs.
+func (s *Store) indexRows(ctx context.Context, list any) ([][]any, error) {
+	var index [][]any
+	rows, err := s.b.Reader().Query(ctx, `SELECT id, name FROM traces WHERE `+s.b.In("id", 1), list)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id string
+		var name *string
+		if err := rows.Scan(&id, &name); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if name != nil {
+			index = append(index, searchRows(id, *name, nil)...)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = s.b.Reader().Query(ctx, `SELECT trace_id, idx, data FROM messages WHERE `+s.b.In("trace_id", 1)+` ORDER BY trace_id, idx`, list)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var cur string
+	var msgs []store.Message
+	flush := func() {
+		if len(msgs) > 0 {
+			index = append(index, searchRows(cur, "", msgs)...)
+		}
+		msgs = msgs[:0]
+	}
+	for rows.Next() {
+		var id string
+		var idx int64
+		var data []byte
+		if err := rows.Scan(&id, &idx, &data); err != nil {
+			return nil, err
+		}
+		if id != cur {
+			flush()
+			cur = id
+		}
+		msgs = append(msgs, store.Message{Index: int(idx), Data: data})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	flush()
+	return index, nil
 }
 
 // insertSearchRows queues the insert of rows into search_text. SQLite
