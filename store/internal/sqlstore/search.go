@@ -55,11 +55,11 @@ func searchRows(traceID, name string, msgs []store.Message) [][]any {
 
 // The index is built off the write path. Writes only list the traces
 // whose index rows must be rebuilt in search_reindex, in the write's own
-// transaction (markPendingSQL, markPendingListSQL): a push, append, rename
+// transaction (markPendingSQL, markPendingFrom): a push, append, rename
 // or delete costs one small row per trace, and a kill -9 loses nothing
 // acknowledged. IndexPending (a background loop of the server) drains the
-// list in batches, far cheaper for FTS5 and GIN than one trace at a time;
-// Search first indexes what is pending for the datasets it reads
+// list in batches of up to indexBatchSize traces, each one transaction
+// (and, on SQLite, one insert statement: insertSearchRows); Search first indexes what is pending for the datasets it reads
 // (catchUp), so a search sees every committed write.
 //
 // On PostgreSQL several processes share the list. An indexer claims rows
