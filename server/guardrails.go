@@ -40,10 +40,11 @@ func (s *Server) startGuardrails() {
 }
 
 // Close stops the server's background work (the guardrail change
-// subscription) and ends held change-feed requests. It does not close the
-// store. Call it before closing the store.
+// subscription, the search indexer) and ends held change-feed requests. It
+// does not close the store. Call it before closing the store.
 func (s *Server) Close() error {
 	s.feed.stop()
+	s.indexer.stop()
 	return nil
 }
 

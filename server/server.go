@@ -22,7 +22,7 @@
 // agents.go, sdk.go for the @invariance/sdk endpoints, health.go;
 // check.go for /policy/check, /check/batch and /load; guardrails.go for
 // dataset guardrails and their change feed, with rulecache.go for the
-// compiled rules; findings.go and evals.go for the review queue and evals;
+// compiled rules; searchindex.go for the background search indexer; findings.go and evals.go for the review queue and evals;
 // backtest.go for rules run over a stored dataset, streamed or compared);
 // ingest.go is the normalise-and-seal pipeline every write path shares;
 // lists.go streams the unpaginated trace lists; admission.go bounds what
@@ -147,6 +147,8 @@ type Server struct {
 	rules    *RuleCache
 	rulesets *rulesets
 	feed     *guardrailFeed
+
+	indexer *searchIndexer // searchindex.go
 }
 
 // New returns a Server for cfg.
@@ -189,6 +191,7 @@ func New(cfg Config) (*Server, error) {
 	s.maxConns = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
 	s.budget.limit = max(cmp.Or(cfg.MaxInflightBodyBytes, DefaultMaxInflightBodyBytes), s.maxJSON+2*bodyChunk)
 	s.startGuardrails()
+	s.startSearchIndexer()
 	mux := http.NewServeMux()
 	s.routes(mux)
 	s.handler = s.accessLog(s.cors(s.admitMiddleware(s.recoverMiddleware(mux))))

@@ -111,11 +111,25 @@ type Store interface {
 	Instance
 	SavedQueries
 	Searcher
+	SearchIndex
 	Idempotency
 	Guardrails
 	Findings
 	MonitorQueue
 	MCP
+}
+
+// SearchIndex builds the search index off the write path. Writes list
+// the traces whose index rows must be (re)built, durably, in their own
+// transaction; Search indexes what is pending for the datasets it reads
+// before it runs, so it always sees committed writes, and a background
+// loop (the server's) calls IndexPending to keep that backlog small.
+type SearchIndex interface {
+	// IndexPending indexes up to max pending traces (max <= 0: one
+	// batch) and returns how many it took; 0 when nothing is pending.
+	// Several processes on one database may call it at once: each
+	// pending trace is indexed by one of them.
+	IndexPending(ctx context.Context, max int) (int, error)
 }
 
 // Users stores the accounts of explorer-api §1.4 and §12.2.

@@ -38,6 +38,13 @@ func TestTwoProcesses(t *testing.T) {
 	})
 }
 
+// TestSearchPendingDurable runs storetest.SearchPendingDurable on one
+// database.
+func TestSearchPendingDurable(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	storetest.SearchPendingDurable(t, func(t *testing.T) store.Store { return open(t, dsn) })
+}
+
 // TestConcurrentOpen starts several processes' worth of Open on an empty
 // schema at once: the advisory lock lets exactly one apply each migration.
 func TestConcurrentOpen(t *testing.T) {

@@ -8,11 +8,12 @@ import (
 
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/store/sqlite"
+	"github.com/vigilhq/vigil/store/storetest"
 )
 
 // TestSearchReindexOnOpen checks that traces stored before the search
 // migration (listed in search_reindex, with no index rows) are indexed
-// when the store opens.
+// after the store opens, at the latest by the first search.
 func TestSearchReindexOnOpen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "vigil.db")
@@ -37,7 +38,7 @@ func TestSearchReindexOnOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DELETE FROM search_text`, `INSERT INTO search_reindex (trace_id) SELECT id FROM traces`} {
+	for _, q := range []string{`DELETE FROM search_text`, `INSERT OR IGNORE INTO search_reindex (trace_id) SELECT id FROM traces`} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
@@ -56,4 +57,10 @@ func TestSearchReindexOnOpen(t *testing.T) {
 	if err := db.QueryRow(`SELECT COUNT(*) FROM search_reindex`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("search_reindex keeps %d rows (%v)", left, err)
 	}
+}
+
+// TestSearchPendingDurable runs storetest.SearchPendingDurable on one file.
+func TestSearchPendingDurable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	storetest.SearchPendingDurable(t, func(t *testing.T) store.Store { return openPath(t, path, nil) })
 }

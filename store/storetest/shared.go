@@ -24,6 +24,11 @@ func RunShared(t *testing.T, open func(t *testing.T) (store.Store, store.Store))
 		a, b := open(t)
 		testSharedAppend(t, a, b)
 	})
+	t.Run("SearchIndex", func(t *testing.T) {
+		t.Parallel()
+		a, b := open(t)
+		testSharedSearchIndex(t, a, b)
+	})
 }
 
 func testSharedPush(t *testing.T, a, b store.Store) {

@@ -224,7 +224,7 @@ func (s *Store) DeleteDataset(ctx context.Context, id string, closeFn store.Clos
 		for _, q := range []string{
 			`DELETE FROM annotations WHERE trace_id IN (SELECT id FROM traces WHERE dataset_id = $1)`,
 			`DELETE FROM messages WHERE trace_id IN (SELECT id FROM traces WHERE dataset_id = $1)`,
-			`DELETE FROM search_text WHERE trace_id IN (SELECT id FROM traces WHERE dataset_id = $1)`,
+			markPendingFrom(`dataset_id = $1`),
 			`DELETE FROM traces WHERE dataset_id = $1`,
 			`DELETE FROM dataset_tools WHERE dataset_id = $1`,
 			`DELETE FROM saved_queries WHERE dataset_id = $1`,
@@ -287,6 +287,7 @@ func (s *Store) deleteTraceBatch(ctx context.Context, id string, closeFn store.C
 		for _, q := range []string{
 			`DELETE FROM annotations WHERE ` + s.b.In("trace_id", 1),
 			`DELETE FROM messages WHERE ` + s.b.In("trace_id", 1),
+			markPendingFrom(s.b.In("id", 1)),
 			`DELETE FROM traces WHERE ` + s.b.In("id", 1),
 		} {
 			if _, err := tx.Exec(ctx, q, list); err != nil {

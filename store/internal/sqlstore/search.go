@@ -1,8 +1,7 @@
 package sqlstore
 
-// Search (explorer-api §7): the index maintained on the write path
-// (searchRows, called from PushTraces, AppendEvents, UpdateTrace; deletes
-// in DeleteTrace and DeleteDataset) and the compiler from a search.Query
+// Search (explorer-api §7): the index, built off the write path from the
+// list of traces the writes mark (see IndexPending), and the compiler from a search.Query
 // to SQL. SQLite answers free-text terms from FTS5 (trigram tokenizer) and
 // metadata filters through vigil_meta, a Go function store/sqlite
 // registers (search.Meta.Match); PostgreSQL from pg_trgm's GIN index and
@@ -54,50 +53,213 @@ func searchRows(traceID, name string, msgs []store.Message) [][]any {
 	return rows
 }
 
-// reindexPending indexes the traces stored before the search migration
-// (search_reindex), a page at a time, each page in its own transaction.
-func (s *Store) reindexPending(ctx context.Context) error {
-	for {
-		var ids []string
-		rows, err := s.b.Reader().Query(ctx, `SELECT trace_id FROM search_reindex ORDER BY trace_id LIMIT 200`)
+// The index is built off the write path. Writes only list the traces
+// whose index rows must be rebuilt in search_reindex, in the write's own
+// transaction (markPendingSQL, markPendingFrom): a push, append, rename
+// or delete costs one small row per trace, and a kill -9 loses nothing
+// acknowledged. IndexPending (a background loop of the server) drains the
+// list in batches of up to indexBatchSize traces, each one transaction
+// (and, on SQLite, one insert statement: insertSearchRows); Search first indexes what is pending for the datasets it reads
+// (catchUp), so a search sees every committed write.
+//
+// On PostgreSQL several processes share the list. An indexer claims rows
+// with FOR UPDATE (SKIP LOCKED in the background), so no trace is indexed
+// twice at once; writers mark with an upsert that locks the row, so a write
+// that commits while its trace is being indexed waits for that indexing to
+// commit and then lists the trace again. Claims and the list marks of
+// DeleteDataset take rows in trace_id order, so they cannot deadlock.
+
+// markPendingSQL lists trace $1 in search_reindex (the DO UPDATE takes the
+// row lock a concurrent indexer's claim holds; DO NOTHING would not wait).
+const markPendingSQL = `INSERT INTO search_reindex (trace_id) VALUES ($1) ON CONFLICT (trace_id) DO UPDATE SET trace_id = excluded.trace_id`
+
+// markPendingFrom returns the statement that lists in search_reindex the
+// traces the condition on traces selects, in id order.
+func markPendingFrom(cond string) string {
+	return `INSERT INTO search_reindex (trace_id) SELECT id FROM traces WHERE ` + cond +
+		` ORDER BY id ON CONFLICT (trace_id) DO UPDATE SET trace_id = excluded.trace_id`
+}
+
+// indexBatchSize is how many pending traces one indexing transaction takes.
+const indexBatchSize = 500
+
+// IndexPending implements store.SearchIndex: it indexes up to max pending
+// traces (max <= 0: one batch) that no other indexer holds.
+func (s *Store) IndexPending(ctx context.Context, max int) (int, error) {
+	if max <= 0 {
+		max = indexBatchSize
+	}
+	lock := ""
+	if s.b.Kind() == "postgres" {
+		lock = ` FOR UPDATE SKIP LOCKED`
+	}
+	done := 0
+	for done < max {
+		n, err := s.indexBatch(ctx, `SELECT trace_id FROM search_reindex ORDER BY trace_id LIMIT `+
+			strconv.Itoa(min(indexBatchSize, max-done))+lock)
+		done += n
+		if err != nil || n == 0 {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// catchUp indexes the pending traces of datasets (nil: of every dataset)
+// before a search reads the index. It waits for rows another indexer
+// holds (their indexing commits first) and takes at most the rows pending
+// when it starts, so writes arriving meanwhile cannot keep it going.
+func (s *Store) catchUp(ctx context.Context, datasets []string) error {
+	var pending int
+	if err := s.b.Reader().QueryRow(ctx, `SELECT COUNT(*) FROM search_reindex`).Scan(&pending); err != nil {
+		return fmt.Errorf("search: pending index rows: %w", err)
+	}
+	if pending == 0 || datasets != nil && len(datasets) == 0 {
+		return nil
+	}
+	claim := `SELECT r.trace_id FROM search_reindex r`
+	var args []any
+	if datasets != nil {
+		claim += ` JOIN traces t ON t.id = r.trace_id WHERE ` + s.b.In("t.dataset_id", 1)
+		args = append(args, s.b.ListArg(datasets))
+	}
+	claim += ` ORDER BY r.trace_id LIMIT ` + strconv.Itoa(indexBatchSize)
+	if s.b.Kind() == "postgres" {
+		claim += ` FOR UPDATE OF r`
+	}
+	for done := 0; done < pending; {
+		n, err := s.indexBatch(ctx, claim, args...)
 		if err != nil {
-			return fmt.Errorf("search reindex: %w", err)
+			return fmt.Errorf("search: index pending traces: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		done += n
+	}
+	return nil
+}
+
+// indexBatch claims the search_reindex rows claim selects and, in the
+// same transaction, rebuilds their traces' index rows (deleted traces lose
+// theirs) and removes the claimed rows. It returns how many it claimed.
+func (s *Store) indexBatch(ctx context.Context, claim string, args ...any) (int, error) {
+	var ids []string
+	err := s.inTx(ctx, func(tx Tx) error {
+		rows, err := tx.Query(ctx, claim, args...)
+		if err != nil {
+			return err
 		}
 		for rows.Next() {
 			var id string
 			if err := rows.Scan(&id); err != nil {
 				rows.Close()
-				return fmt.Errorf("search reindex: %w", err)
+				return err
 			}
 			ids = append(ids, id)
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("search reindex: %w", err)
+		if err := rows.Err(); err != nil || len(ids) == 0 {
+			return err
 		}
-		if len(ids) == 0 {
-			return nil
-		}
-		ts, err := s.queryTraces(ctx, `SELECT `+traceCols+` FROM traces WHERE `+s.b.In("id", 1), s.b.ListArg(ids))
+		// Read through the pool: a write to a claimed trace commits only
+		// after this transaction (it waits for the claimed row), so the
+		// committed state is the state to index.
+		list := s.b.ListArg(ids)
+		index, err := s.indexRows(ctx, list)
 		if err != nil {
-			return fmt.Errorf("search reindex: %w", err)
+			return err
 		}
-		if err := s.loadMessages(ctx, ts); err != nil {
-			return fmt.Errorf("search reindex: %w", err)
+		var b Batch
+		b.Exec(`DELETE FROM search_text WHERE `+s.b.In("trace_id", 1), list)
+		if err := s.insertSearchRows(&b, index); err != nil {
+			return err
 		}
-		err = s.inTx(ctx, func(tx Tx) error {
-			var b Batch
-			b.Exec(`DELETE FROM search_text WHERE `+s.b.In("trace_id", 1), s.b.ListArg(ids))
-			for _, t := range ts {
-				b.Insert("search_text", searchColList, searchRows(t.ID, t.Name, t.Messages))
-			}
-			b.Exec(`DELETE FROM search_reindex WHERE `+s.b.In("trace_id", 1), s.b.ListArg(ids))
-			return tx.RunBatch(ctx, &b)
-		})
-		if err != nil {
-			return fmt.Errorf("search reindex: %w", err)
+		b.Exec(`DELETE FROM search_reindex WHERE `+s.b.In("trace_id", 1), list)
+		return tx.RunBatch(ctx, &b)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("search index: %w", err)
+	}
+	return len(ids), nil
+}
+
+// indexRows returns the index rows of the traces in list (a ListArg) that
+// exist, reading only the columns searchRows needs.
+func (s *Store) indexRows(ctx context.Context, list any) ([][]any, error) {
+	var index [][]any
+	rows, err := s.b.Reader().Query(ctx, `SELECT id, name FROM traces WHERE `+s.b.In("id", 1), list)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id string
+		var name *string
+		if err := rows.Scan(&id, &name); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if name != nil {
+			index = append(index, searchRows(id, *name, nil)...)
 		}
 	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = s.b.Reader().Query(ctx, `SELECT trace_id, idx, data FROM messages WHERE `+s.b.In("trace_id", 1)+` ORDER BY trace_id, idx`, list)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var cur string
+	var msgs []store.Message
+	flush := func() {
+		if len(msgs) > 0 {
+			index = append(index, searchRows(cur, "", msgs)...)
+		}
+		msgs = msgs[:0]
+	}
+	for rows.Next() {
+		var id string
+		var idx int64
+		var data []byte
+		if err := rows.Scan(&id, &idx, &data); err != nil {
+			return nil, err
+		}
+		if id != cur {
+			flush()
+			cur = id
+		}
+		msgs = append(msgs, store.Message{Index: int(idx), Data: data})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	flush()
+	return index, nil
+}
+
+// insertSearchRows queues the insert of rows into search_text. SQLite
+// gets them in one statement (a JSON array): FTS5 writes the terms it
+// holds to a new segment at every statement of a transaction, so the
+// 50-row inserts of Tx.BulkInsert made hundreds of small segments per
+// batch and merging them cost more than the terms themselves.
+func (s *Store) insertSearchRows(b *Batch, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if s.b.Kind() != "sqlite" {
+		b.Insert("search_text", searchColList, rows)
+		return nil
+	}
+	js, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("encode index rows: %w", err)
+	}
+	b.Exec(`INSERT INTO search_text (trace_id, msg, tool, text) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), `+
+		`json_extract(value, '$[2]'), json_extract(value, '$[3]') FROM json_each($1)`, string(js))
+	return nil
 }
 
 // searchCursor is the decoded NextCursor: the sort key and id of the last
@@ -135,6 +297,9 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 	limit := req.Limit
 	if limit <= 0 {
 		limit = 50
+	}
+	if err := s.catchUp(ctx, req.DatasetIDs); err != nil {
+		return nil, err
 	}
 	c := &compiler{s: s, req: &req}
 	var where []string
@@ -511,15 +676,4 @@ func sqlOp(op string) string {
 		return "<>"
 	}
 	return op
-}
-
-// reindexName replaces the index row of t's name.
-func (s *Store) reindexName(ctx context.Context, tx Tx, t *store.Trace) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM search_text WHERE trace_id = $1 AND msg = -1`, t.ID); err != nil {
-		return err
-	}
-	if rows := searchRows(t.ID, t.Name, nil); len(rows) > 0 {
-		return tx.BulkInsert(ctx, "search_text", searchColList, rows)
-	}
-	return nil
 }

@@ -43,11 +43,7 @@ func Open(ctx context.Context, b Backend) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{b: b, recent: newRecentWrites(recentWritesBytes)}
-	if err := s.reindexPending(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return &Store{b: b, recent: newRecentWrites(recentWritesBytes)}, nil
 }
 
 // Kind implements store.Store.

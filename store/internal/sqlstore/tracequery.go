@@ -361,7 +361,7 @@ func (s *Store) UpdateTrace(ctx context.Context, id string, up store.TraceUpdate
 			return fmt.Errorf("update trace %s: %w", id, err)
 		}
 		if up.Name != nil {
-			if err := s.reindexName(ctx, tx, t); err != nil {
+			if _, err := tx.Exec(ctx, markPendingSQL, id); err != nil {
 				return fmt.Errorf("update trace %s: %w", id, err)
 			}
 		}
@@ -388,7 +388,7 @@ func (s *Store) DeleteTrace(ctx context.Context, id string, closeFn store.CloseF
 		for _, q := range []string{
 			`DELETE FROM annotations WHERE trace_id = $1`,
 			`DELETE FROM messages WHERE trace_id = $1`,
-			`DELETE FROM search_text WHERE trace_id = $1`,
+			markPendingSQL,
 			`DELETE FROM traces WHERE id = $1`,
 		} {
 			if _, err := tx.Exec(ctx, q, id); err != nil {

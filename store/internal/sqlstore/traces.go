@@ -346,7 +346,6 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			b.Insert("messages", messageColList, msgRows)
 			b.Insert("receipts", receiptColList, recRows)
 			b.Insert("annotations", annotationColList, annRows)
-			b.Insert("search_text", searchColList, searchRows(t.ID, t.Name, msgs))
 			res.Traces = append(res.Traces, t)
 			for j := range msgs {
 				pending += len(msgs[j].Data)
@@ -407,6 +406,11 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			traceRows[i] = traceRow(t)
 		}
 		tb.Insert("traces", traceColList, traceRows)
+		ids := make([]string, len(res.Traces))
+		for i, t := range res.Traces {
+			ids[i] = t.ID
+		}
+		tb.Exec(markPendingFrom(s.b.In("id", 1)), s.b.ListArg(ids))
 		if watched, err = s.queueMonitorJobs(ctx, tx, &tb, res, at); err != nil {
 			return err
 		}
@@ -711,7 +715,7 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 		}
 		b.Insert("receipts", receiptColList, rrows)
 		b.Insert("annotations", annotationColList, annRows)
-		b.Insert("search_text", searchColList, searchRows(t.ID, "", msgs))
+		b.Exec(markPendingSQL, t.ID)
 		if t.DatasetID != "" {
 			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at))
 		}
