@@ -493,7 +493,7 @@ func (n *normalizer) arguments(fo *Object, f *Function) {
 			f.Arguments = v
 		case nil:
 		case string:
-			if dv, err := ParseValue([]byte(v)); err == nil {
+			if dv, err := parseString(v); err == nil {
 				if do, ok := dv.(*Object); ok {
 					m.Value = do
 					f.Arguments = do
