@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -140,6 +141,32 @@ func TestDictOrd(t *testing.T) {
 		}
 		if got := d.Ord("absent"); got != 0 {
 			t.Errorf("n=%d: Ord(absent) = %d, want 0", n, got)
+		}
+	}
+}
+
+func TestPathString(t *testing.T) {
+	ev := EventPath(3)
+	calls := ev.Child("tool_calls", 4)
+	long := calls
+	for i := 0; i < 30; i++ { // longer than String's stack buffer
+		long = long.Child("arguments_with_a_long_name", 0)
+	}
+	for _, c := range []struct {
+		p    *Path
+		want string
+	}{
+		{nil, "messages"},
+		{ev, "messages.3"},
+		{calls.Index(12), "messages.3.tool_calls.12"},
+		{calls.Index(0).Child("function", 1).Child("arguments", 1).Child("to", 0), "messages.3.tool_calls.0.function.arguments.to"},
+		{long, "messages.3.tool_calls" + strings.Repeat(".arguments_with_a_long_name", 30)},
+	} {
+		if got := c.p.String(); got != c.want {
+			t.Errorf("String() = %q, want %q", got, c.want)
+		}
+		if got := string(c.p.AppendString([]byte("x:"))); got != "x:"+c.want {
+			t.Errorf("AppendString = %q, want %q", got, "x:"+c.want)
 		}
 	}
 }

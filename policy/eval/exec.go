@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -865,12 +866,16 @@ type sortedMark struct {
 
 func renderRanges(ms []mark) []string {
 	sm := make([]sortedMark, len(ms))
+	var buf [96]byte
 	for i, m := range ms {
-		s := m.at.String()
+		b := m.at.AppendString(buf[:0])
 		if m.start >= 0 {
-			s += ":" + itoa(m.start) + "-" + itoa(m.end)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, int64(m.start), 10)
+			b = append(b, '-')
+			b = strconv.AppendInt(b, int64(m.end), 10)
 		}
-		sm[i] = sortedMark{ords: m.at.Ords(), m: m, s: s}
+		sm[i] = sortedMark{ords: m.at.Ords(), m: m, s: string(b)}
 	}
 	sort.SliceStable(sm, func(i, j int) bool {
 		a, b := sm[i], sm[j]
