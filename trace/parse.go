@@ -48,6 +48,7 @@ type scanner struct {
 	// substrings of it, so a document costs one copy of its bytes instead
 	// of one allocation per string.
 	src   string
+	slab  strSlab
 	pos   int
 	depth int
 	err   *SyntaxError
@@ -159,7 +160,7 @@ func (s *scanner) value() Value {
 		return s.array()
 	case '"':
 		if str, ok := s.str(); ok {
-			return str
+			return s.slab.box(str, false)
 		}
 		return nil
 	case 't':
@@ -232,7 +233,7 @@ func (s *scanner) number() Value {
 		}
 	}
 	s.pos = i
-	return Number(s.src[start:i])
+	return s.slab.box(s.src[start:i], true)
 }
 
 func (s *scanner) enter() bool {
