@@ -456,7 +456,6 @@ func (n *normalizer) toolCall(o *Object, server *string) *ToolCall {
 			n.errorf(`"type" is %s, want a string`, TypeName(v))
 		}
 	})
-	tc.Function.Arguments = &Object{}
 	if !n.field(o, "function", func(v Value) {
 		fo, ok := v.(*Object)
 		if !ok {
@@ -476,6 +475,9 @@ func (n *normalizer) toolCall(o *Object, server *string) *ToolCall {
 		n.arguments(fo, &tc.Function)
 	}) {
 		n.errorf(`"function" is missing`)
+	}
+	if tc.Function.Arguments == nil {
+		tc.Function.Arguments = &Object{} // missing, null or invalid: {}
 	}
 	return tc
 }
