@@ -170,3 +170,35 @@ func TestPathString(t *testing.T) {
 		}
 	}
 }
+
+// TestWrappedMatchCache checks that MatchStart and FullMatch give the same
+// answers on a cached wrapper as on the first call, that the two kinds of
+// the same pattern do not share a wrapper, and that an invalid pattern
+// stays an error.
+func TestWrappedMatchCache(t *testing.T) {
+	env := DefaultEnv()
+	for _, c := range []struct {
+		pattern, s  string
+		start, full bool
+		errStart    bool
+	}{
+		{pattern: "ab", s: "abc", start: true, full: false},
+		{pattern: "abc", s: "abc\n", start: true, full: true},
+		{pattern: "^(?!Peter$).*$", s: "Peter", start: false, full: false},
+		{pattern: "^(?!Peter$).*$", s: "eve@evil.example", start: true, full: true},
+		{pattern: "(?i)A.B", s: "a\nbx", start: false, full: false},
+		{pattern: "(?i)A.B", s: "a\nb", start: false, full: true},
+		{pattern: "a)|(b", s: "b", errStart: true},
+	} {
+		for range 2 {
+			got, err := env.MatchStart(c.pattern, c.s)
+			if (err != nil) != c.errStart || got != c.start {
+				t.Errorf("MatchStart(%q, %q) = %v, %v; want %v (error %v)", c.pattern, c.s, got, err, c.start, c.errStart)
+			}
+			got, err = env.FullMatch(c.pattern, c.s)
+			if (err != nil) != c.errStart || got != c.full {
+				t.Errorf("FullMatch(%q, %q) = %v, %v; want %v (error %v)", c.pattern, c.s, got, err, c.full, c.errStart)
+			}
+		}
+	}
+}
