@@ -60,3 +60,29 @@ func TestBoxedValues(t *testing.T) {
 		t.Errorf("%d distinct map keys, want %d", len(seen), len(want))
 	}
 }
+
+// TestParseEscapedStrings decodes strings with escapes, several in one
+// document so that the scratch buffer of one is reused by the next.
+func TestParseEscapedStrings(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`"a\nb"`, "a\nb"},
+		{`"plain prefix then \"quote\""`, `plain prefix then "quote"`},
+		{`"caf\u00e9 \u6771"`, "café 東"},
+		{`"é\t東"`, "é\t東"},
+		{`"\ud83d\ude00!"`, "😀!"},
+		{`"\ud800x"`, "\xed\xa0\x80x"}, // lone surrogate kept as WTF-8
+		{`"\\\/\b\f\r"`, "\\/\b\f\r"},
+		{`"a much longer prefix than sixteen bytes before the escape\n"`, "a much longer prefix than sixteen bytes before the escape\n"},
+	} {
+		doc := "[" + c.in + `,"x\ty",` + c.in + "]"
+		v, err := ParseValue([]byte(doc))
+		if err != nil {
+			t.Errorf("%s: %v", c.in, err)
+			continue
+		}
+		got := v.([]Value)
+		if got[0] != c.want || got[1] != "x\ty" || got[2] != c.want {
+			t.Errorf("%s = %q, want %q", doc, got, []string{c.want, "x\ty", c.want})
+		}
+	}
+}

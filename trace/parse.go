@@ -49,6 +49,7 @@ type scanner struct {
 	// of one allocation per string.
 	src   string
 	slab  strSlab
+	buf   []byte // slowStr's scratch buffer
 	pos   int
 	depth int
 	err   *SyntaxError
@@ -387,13 +388,19 @@ func (s *scanner) str() (string, bool) {
 
 func (s *scanner) slowStr(start int) (string, bool) {
 	d := s.data
-	buf := make([]byte, 0, 16)
+	// decode into the scanner's scratch buffer, reused across strings;
+	// the plain prefix is copied in one go
 	i := start
+	for i < len(d) && d[i] != '\\' && d[i] != '"' && d[i] >= 0x20 && d[i] < 0x80 {
+		i++
+	}
+	buf := append(s.buf[:0], d[start:i]...)
 	for i < len(d) {
 		c := d[i]
 		switch {
 		case c == '"':
 			s.pos = i + 1
+			s.buf = buf[:0]
 			return string(buf), true
 		case c == '\\':
 			if i+1 >= len(d) {
