@@ -88,7 +88,9 @@ func (s *scanner) fail(off int, format string, args ...any) {
 // what was stored and signed differed from what was sent). A lone
 // surrogate escape ("\ud800") is kept: the Go string holds it as 3-byte
 // WTF-8 (ED A0 80 … ED BF BF), and AppendValue writes it back as the same
-// escape, as spec/ledger.md §2.1 does.
+// escape, as spec/ledger.md §2.1 does. The strings of the result share one
+// copy of data (data itself may be reused by the caller), which stays in
+// memory while any of them does.
 func ParseValue(data []byte) (Value, error) {
 	return parseValue(data, string(data))
 }
