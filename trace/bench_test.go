@@ -4,8 +4,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
+
+// cpuNow is the process's user+system CPU time: on a shared machine CPU
+// per op is steadier than wall time per op.
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports CPU nanoseconds per op since start.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuNow()-start)/float64(b.N), "cpu-ns/op")
+}
 
 // genTrace returns a realistic trace of about size bytes: user and
 // assistant messages, tool calls with object and string arguments, tool
@@ -38,6 +55,7 @@ var benchTrace = genTrace(1 << 20)
 func BenchmarkDecode(b *testing.B) {
 	b.SetBytes(int64(len(benchTrace)))
 	b.ReportAllocs()
+	defer reportCPU(b, cpuNow())
 	for b.Loop() {
 		if _, err := Decode(benchTrace); err != nil {
 			b.Fatal(err)

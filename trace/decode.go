@@ -257,8 +257,16 @@ func (n *normalizer) field(o *Object, key string, f func(v Value)) bool {
 	return true
 }
 
+// eventAlloc is an event and room for its tool_call_id, allocated
+// together.
+type eventAlloc struct {
+	e  Event
+	id string
+}
+
 func (n *normalizer) event(v Value) *Event {
-	e := &Event{Raw: v}
+	a := &eventAlloc{e: Event{Raw: v}}
+	e := &a.e
 	o, ok := v.(*Object)
 	if !ok {
 		n.errorf("event is %s, want an object", TypeName(v))
@@ -278,7 +286,7 @@ func (n *normalizer) event(v Value) *Event {
 		e.Role = s
 		if s == "tool" {
 			e.Kind = KindToolOutput
-			n.toolOutput(o, e)
+			n.toolOutput(o, a)
 		} else {
 			e.Kind = KindMessage
 			n.message(o, e)
@@ -352,12 +360,14 @@ func (n *normalizer) message(o *Object, e *Event) {
 	})
 }
 
-func (n *normalizer) toolOutput(o *Object, e *Event) {
+func (n *normalizer) toolOutput(o *Object, a *eventAlloc) {
+	e := &a.e
 	n.field(o, "content", func(v Value) { e.Content = n.content(v, true) })
 	e.HasToolCallID = n.field(o, "tool_call_id", func(v Value) {
 		switch v := v.(type) {
 		case string:
-			e.ToolCallID = &v
+			a.id = v
+			e.ToolCallID = &a.id
 		case nil:
 		default:
 			n.errorf(`"tool_call_id" is %s, want a string or null`, TypeName(v))
@@ -434,7 +444,12 @@ func (n *normalizer) chunk(v Value) Chunk {
 // toolCall normalises a call object (bare or inside a message). server is
 // the enclosing message's server.
 func (n *normalizer) toolCall(o *Object, server *string) *ToolCall {
-	tc := &ToolCall{Type: "function", Raw: o, Server: server}
+	// the call and its id in one allocation
+	a := &struct {
+		tc ToolCall
+		id string
+	}{tc: ToolCall{Type: "function", Raw: o, Server: server}}
+	tc := &a.tc
 	var own *string
 	n.metadata(o, &tc.Metadata, &own)
 	if own != nil {
@@ -443,7 +458,8 @@ func (n *normalizer) toolCall(o *Object, server *string) *ToolCall {
 	n.field(o, "id", func(v Value) {
 		switch v := v.(type) {
 		case string:
-			tc.ID = &v
+			a.id = v
+			tc.ID = &a.id
 		case nil:
 		default:
 			n.errorf(`"id" is %s, want a string or null`, TypeName(v))
@@ -456,7 +472,6 @@ func (n *normalizer) toolCall(o *Object, server *string) *ToolCall {
 			n.errorf(`"type" is %s, want a string`, TypeName(v))
 		}
 	})
-	tc.Function.Arguments = &Object{}
 	if !n.field(o, "function", func(v Value) {
 		fo, ok := v.(*Object)
 		if !ok {
@@ -477,6 +492,9 @@ func (n *normalizer) toolCall(o *Object, server *string) *ToolCall {
 	}) {
 		n.errorf(`"function" is missing`)
 	}
+	if tc.Function.Arguments == nil {
+		tc.Function.Arguments = &Object{} // missing, null or invalid: {}
+	}
 	return tc
 }
 
@@ -493,7 +511,7 @@ func (n *normalizer) arguments(fo *Object, f *Function) {
 			f.Arguments = v
 		case nil:
 		case string:
-			if dv, err := ParseValue([]byte(v)); err == nil {
+			if dv, err := parseString(v); err == nil {
 				if do, ok := dv.(*Object); ok {
 					m.Value = do
 					f.Arguments = do

@@ -195,7 +195,7 @@ func locateAll(data []byte, targets []locTarget) {
 		}
 		n.targets = append(n.targets, t)
 	}
-	l := locator{scanner: scanner{data: data}}
+	l := locator{scanner: scanner{data: data, src: string(data)}}
 	if len(data) >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF {
 		l.pos = 3
 	}
@@ -282,7 +282,7 @@ func (l *locator) walk(n *locNode, found map[*locTarget]int) bool {
 				l.pos++
 				return true
 			}
-			k, _ := l.str().(string)
+			k, _ := l.str()
 			if l.err != nil {
 				return false
 			}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // parse.go is the single-pass JSON scanner behind Decode: it builds Values
@@ -42,7 +43,13 @@ func (e *SyntaxError) Unwrap() error { return ErrSyntax }
 var ErrSyntax = errors.New("invalid JSON")
 
 type scanner struct {
-	data  []byte
+	data []byte
+	// src is data as one string: strings and numbers without escapes are
+	// substrings of it, so a document costs one copy of its bytes instead
+	// of one allocation per string.
+	src   string
+	slab  strSlab
+	buf   []byte // slowStr's scratch buffer
 	pos   int
 	depth int
 	err   *SyntaxError
@@ -81,9 +88,22 @@ func (s *scanner) fail(off int, format string, args ...any) {
 // what was stored and signed differed from what was sent). A lone
 // surrogate escape ("\ud800") is kept: the Go string holds it as 3-byte
 // WTF-8 (ED A0 80 … ED BF BF), and AppendValue writes it back as the same
-// escape, as spec/ledger.md §2.1 does.
+// escape, as spec/ledger.md §2.1 does. The strings of the result share one
+// copy of data (data itself may be reused by the caller), which stays in
+// memory while any of them does.
 func ParseValue(data []byte) (Value, error) {
-	s := scanner{data: data}
+	return parseValue(data, string(data))
+}
+
+// parseString is ParseValue of a string, without copying it.
+func parseString(src string) (Value, error) {
+	return parseValue(unsafe.Slice(unsafe.StringData(src), len(src)), src)
+}
+
+// parseValue is ParseValue; src must hold the same bytes as data. The
+// scanner only reads data.
+func parseValue(data []byte, src string) (Value, error) {
+	s := scanner{data: data, src: src}
 	if len(data) >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF {
 		s.pos = 3
 	}
@@ -142,7 +162,10 @@ func (s *scanner) value() Value {
 	case '[':
 		return s.array()
 	case '"':
-		return s.str()
+		if str, ok := s.str(); ok {
+			return s.slab.box(str, false)
+		}
+		return nil
 	case 't':
 		return s.literal("true", true)
 	case 'f':
@@ -213,7 +236,7 @@ func (s *scanner) number() Value {
 		}
 	}
 	s.pos = i
-	return Number(d[start:i])
+	return s.slab.box(s.src[start:i], true)
 }
 
 func (s *scanner) enter() bool {
@@ -231,12 +254,12 @@ func (s *scanner) array() Value {
 	}
 	s.pos++ // [
 	s.skipSpace()
-	out := []Value{}
 	if s.pos < len(s.data) && s.data[s.pos] == ']' {
 		s.pos++
 		s.depth--
-		return out
+		return []Value{}
 	}
+	out := make([]Value, 0, 4)
 	for {
 		s.skipSpace()
 		if s.pos < len(s.data) && s.data[s.pos] == ']' {
@@ -274,13 +297,18 @@ func (s *scanner) object() Value {
 	}
 	s.pos++ // {
 	s.skipSpace()
-	o := &Object{}
 	if s.pos < len(s.data) && s.data[s.pos] == '}' {
 		s.pos++
 		s.depth--
-		return o
+		return &Object{}
 	}
-	o.Members = make([]Member, 0, 4)
+	// The object and room for its first members in one allocation.
+	a := &struct {
+		o Object
+		m [4]Member
+	}{}
+	o := &a.o
+	o.Members = a.m[:0]
 	for {
 		s.skipSpace()
 		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
@@ -291,8 +319,8 @@ func (s *scanner) object() Value {
 			s.fail(s.pos, "unexpected %s in object, want a string key", s.describe())
 			return nil
 		}
-		k := s.str()
-		if s.err != nil {
+		k, ok := s.str()
+		if !ok {
 			return nil
 		}
 		s.skipSpace()
@@ -304,10 +332,10 @@ func (s *scanner) object() Value {
 		s.skipSpace()
 		v := s.value()
 		if s.err != nil {
-			s.step(pathElem{key: k.(string)})
+			s.step(pathElem{key: k})
 			return nil
 		}
-		o.Members = append(o.Members, Member{Key: k.(string), Value: v})
+		o.Members = append(o.Members, Member{Key: k, Value: v})
 		s.skipSpace()
 		if s.pos >= len(s.data) {
 			s.fail(s.pos, "unexpected end of input in object, want ',' or '}'")
@@ -327,9 +355,10 @@ func (s *scanner) object() Value {
 	}
 }
 
-// str scans a string starting at the opening quote. The fast path (no
-// escapes, valid UTF-8) costs one allocation.
-func (s *scanner) str() Value {
+// str scans a string starting at the opening quote; ok is false after a
+// syntax error. The fast path (no escapes, valid UTF-8) allocates nothing:
+// the string is a substring of src.
+func (s *scanner) str() (string, bool) {
 	d := s.data
 	start := s.pos + 1
 	i := start
@@ -339,7 +368,7 @@ func (s *scanner) str() Value {
 		if c == '"' {
 			s.pos = i + 1
 			if ascii || utf8.Valid(d[start:i]) {
-				return string(d[start:i])
+				return s.src[start:i], true
 			}
 			return s.slowStr(start)
 		}
@@ -348,7 +377,7 @@ func (s *scanner) str() Value {
 		}
 		if c < 0x20 {
 			s.fail(i, "invalid control character 0x%02x in string", c)
-			return nil
+			return "", false
 		}
 		if c >= 0x80 {
 			ascii = false
@@ -356,23 +385,29 @@ func (s *scanner) str() Value {
 		i++
 	}
 	s.fail(s.pos, "unterminated string")
-	return nil
+	return "", false
 }
 
-func (s *scanner) slowStr(start int) Value {
+func (s *scanner) slowStr(start int) (string, bool) {
 	d := s.data
-	buf := make([]byte, 0, 16)
+	// decode into the scanner's scratch buffer, reused across strings;
+	// the plain prefix is copied in one go
 	i := start
+	for i < len(d) && d[i] != '\\' && d[i] != '"' && d[i] >= 0x20 && d[i] < 0x80 {
+		i++
+	}
+	buf := append(s.buf[:0], d[start:i]...)
 	for i < len(d) {
 		c := d[i]
 		switch {
 		case c == '"':
 			s.pos = i + 1
-			return string(buf)
+			s.buf = buf[:0]
+			return string(buf), true
 		case c == '\\':
 			if i+1 >= len(d) {
 				s.fail(i, "unterminated string")
-				return nil
+				return "", false
 			}
 			switch e := d[i+1]; e {
 			case '"', '\\', '/':
@@ -397,7 +432,7 @@ func (s *scanner) slowStr(start int) Value {
 				r, ok := hex4(d, i+2)
 				if !ok {
 					s.fail(i, "invalid \\u escape")
-					return nil
+					return "", false
 				}
 				i += 6
 				if utf16.IsSurrogate(r) {
@@ -414,11 +449,11 @@ func (s *scanner) slowStr(start int) Value {
 				buf = utf8.AppendRune(buf, r)
 			default:
 				s.fail(i, "invalid escape %q in string", "\\"+string(rune(e)))
-				return nil
+				return "", false
 			}
 		case c < 0x20:
 			s.fail(i, "invalid control character 0x%02x in string", c)
-			return nil
+			return "", false
 		case c < 0x80:
 			buf = append(buf, c)
 			i++
@@ -426,14 +461,14 @@ func (s *scanner) slowStr(start int) Value {
 			r, size := utf8.DecodeRune(d[i:])
 			if r == utf8.RuneError && size == 1 {
 				s.failUTF8(i)
-				return nil
+				return "", false
 			}
 			buf = append(buf, d[i:i+size]...)
 			i += size
 		}
 	}
 	s.fail(start-1, "unterminated string")
-	return nil
+	return "", false
 }
 
 // appendWTF8 appends surrogate code unit r as the 3 bytes UTF-8 would

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -140,6 +141,64 @@ func TestDictOrd(t *testing.T) {
 		}
 		if got := d.Ord("absent"); got != 0 {
 			t.Errorf("n=%d: Ord(absent) = %d, want 0", n, got)
+		}
+	}
+}
+
+func TestPathString(t *testing.T) {
+	ev := EventPath(3)
+	calls := ev.Child("tool_calls", 4)
+	long := calls
+	for i := 0; i < 30; i++ { // longer than String's stack buffer
+		long = long.Child("arguments_with_a_long_name", 0)
+	}
+	for _, c := range []struct {
+		p    *Path
+		want string
+	}{
+		{nil, "messages"},
+		{ev, "messages.3"},
+		{calls.Index(12), "messages.3.tool_calls.12"},
+		{calls.Index(0).Child("function", 1).Child("arguments", 1).Child("to", 0), "messages.3.tool_calls.0.function.arguments.to"},
+		{long, "messages.3.tool_calls" + strings.Repeat(".arguments_with_a_long_name", 30)},
+	} {
+		if got := c.p.String(); got != c.want {
+			t.Errorf("String() = %q, want %q", got, c.want)
+		}
+		if got := string(c.p.AppendString([]byte("x:"))); got != "x:"+c.want {
+			t.Errorf("AppendString = %q, want %q", got, "x:"+c.want)
+		}
+	}
+}
+
+// TestWrappedMatchCache checks that MatchStart and FullMatch give the same
+// answers on a cached wrapper as on the first call, that the two kinds of
+// the same pattern do not share a wrapper, and that an invalid pattern
+// stays an error.
+func TestWrappedMatchCache(t *testing.T) {
+	env := DefaultEnv()
+	for _, c := range []struct {
+		pattern, s  string
+		start, full bool
+		errStart    bool
+	}{
+		{pattern: "ab", s: "abc", start: true, full: false},
+		{pattern: "abc", s: "abc\n", start: true, full: true},
+		{pattern: "^(?!Peter$).*$", s: "Peter", start: false, full: false},
+		{pattern: "^(?!Peter$).*$", s: "eve@evil.example", start: true, full: true},
+		{pattern: "(?i)A.B", s: "a\nbx", start: false, full: false},
+		{pattern: "(?i)A.B", s: "a\nb", start: false, full: true},
+		{pattern: "a)|(b", s: "b", errStart: true},
+	} {
+		for range 2 {
+			got, err := env.MatchStart(c.pattern, c.s)
+			if (err != nil) != c.errStart || got != c.start {
+				t.Errorf("MatchStart(%q, %q) = %v, %v; want %v (error %v)", c.pattern, c.s, got, err, c.start, c.errStart)
+			}
+			got, err = env.FullMatch(c.pattern, c.s)
+			if (err != nil) != c.errStart || got != c.full {
+				t.Errorf("FullMatch(%q, %q) = %v, %v; want %v (error %v)", c.pattern, c.s, got, err, c.full, c.errStart)
+			}
 		}
 	}
 }

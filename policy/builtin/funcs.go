@@ -377,18 +377,50 @@ func (e *Env) regexp(pattern string) (*regexp2.Regexp, error) {
 	return re, nil
 }
 
+type wrapKey struct {
+	pattern string
+	timeout time.Duration
+	full    bool
+}
+
+var wrapCache regexCache // wrapKey -> *regexp2.Regexp
+
+// wrapped returns pattern compiled the way MatchStart (full false) or
+// FullMatch (full true) use it, cached per (pattern, timeout, kind): a
+// match then costs one cache look-up instead of validating the pattern,
+// finding its leading flags and building the wrapper each time.
+func (e *Env) wrapped(pattern string, full bool) (*regexp2.Regexp, error) {
+	k := wrapKey{pattern, e.RegexTimeout, full}
+	if v, ok := wrapCache.Load(k); ok {
+		return v.(*regexp2.Regexp), nil
+	}
+	// The pattern must be valid on its own: an unbalanced one such as
+	// "a)|(b" would otherwise close the wrapper and match unanchored.
+	if _, err := Regexp(pattern); err != nil {
+		return nil, err
+	}
+	var src string
+	if full {
+		flags, rest := leadingFlags(pattern)
+		src = flags + `\A(?s:(?:` + rest + `))$`
+	} else {
+		src = `\A(?:` + pattern + `)`
+	}
+	re, err := e.regexp(src)
+	if err != nil {
+		return nil, err
+	}
+	wrapCache.Store(k, re)
+	return re, nil
+}
+
 func regexErr(pattern string, err error) error {
 	return Errorf(RegexError, "regular expression %q: %v", pattern, err)
 }
 
 // MatchStart reports whether pattern matches at the start of s.
 func (e *Env) MatchStart(pattern, s string) (bool, error) {
-	// The pattern must be valid on its own: an unbalanced one such as
-	// "a)|(b" would otherwise close the wrapper and match unanchored.
-	if _, err := Regexp(pattern); err != nil {
-		return false, err
-	}
-	re, err := e.regexp(`\A(?:` + pattern + `)`)
+	re, err := e.wrapped(pattern, false)
 	if err != nil {
 		return false, err
 	}
@@ -403,12 +435,7 @@ func (e *Env) MatchStart(pattern, s string) (bool, error) {
 // pattern strings do (spec §9): DOTALL, anchored at the start, ending at the
 // end or before a final newline. Leading inline flags stay global.
 func (e *Env) FullMatch(pattern, s string) (bool, error) {
-	// The pattern must be valid on its own (see MatchStart).
-	if _, err := Regexp(pattern); err != nil {
-		return false, err
-	}
-	flags, rest := leadingFlags(pattern)
-	re, err := e.regexp(flags + `\A(?s:(?:` + rest + `))$`)
+	re, err := e.wrapped(pattern, true)
 	if err != nil {
 		return false, err
 	}

@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"strconv"
-	"strings"
 	"sync"
 )
 
@@ -118,26 +117,24 @@ func (p *Path) Child(seg string, ord int) *Path { return &Path{Parent: p, Seg: s
 // Index returns the address of element i of the list at p.
 func (p *Path) Index(i int) *Path { return &Path{Parent: p, Ord: i, index: true} }
 
-func (p *Path) seg() string {
-	if p.index {
-		return strconv.Itoa(p.Ord)
-	}
-	return p.Seg
-}
-
 // String renders the address, e.g. "messages.1.tool_calls.0".
 func (p *Path) String() string {
-	var segs []string
-	for q := p; q != nil; q = q.Parent {
-		segs = append(segs, q.seg())
+	var buf [96]byte
+	return string(p.AppendString(buf[:0]))
+}
+
+// AppendString appends p.String() to b, for callers that extend the text
+// (a range's ":start-end") or use it as a temporary key.
+func (p *Path) AppendString(b []byte) []byte {
+	if p == nil {
+		return append(b, "messages"...)
 	}
-	var b strings.Builder
-	b.WriteString("messages")
-	for i := len(segs) - 1; i >= 0; i-- {
-		b.WriteByte('.')
-		b.WriteString(segs[i])
+	b = p.Parent.AppendString(b)
+	b = append(b, '.')
+	if p.index {
+		return strconv.AppendInt(b, int64(p.Ord), 10)
 	}
-	return b.String()
+	return append(b, p.Seg...)
 }
 
 // Ords returns the document-order key of p, root first.

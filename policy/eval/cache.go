@@ -109,14 +109,16 @@ func (c *Cache) call(f *frame, b *builtin.Builtin, args []builtin.Value, kw *bui
 			e.blind = append(e.blind, i)
 			continue
 		}
-		if _, dup := index[at.String()]; dup {
+		key := at.String()
+		if _, dup := index[key]; dup {
 			e.blind = append(e.blind, i)
 			continue
 		}
-		index[at.String()] = i
+		index[key] = i
 	}
+	var buf [96]byte
 	v, err := run(func(at *builtin.Path, start, end int) {
-		if i, ok := index[at.String()]; ok {
+		if i, ok := index[string(at.AppendString(buf[:0]))]; ok {
 			e.marks = append(e.marks, cachedMark{text: i, start: start, end: end})
 		}
 		f.mark(at, start, end)

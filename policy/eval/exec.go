@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,14 +167,24 @@ type mark struct {
 }
 
 type frame struct {
-	an    *analysis
-	slots []builtin.Value
-	marks []mark
-	order []int
+	an     *analysis
+	slots  []builtin.Value
+	marks  []mark
+	order  []int
+	markFn func(*builtin.Path, int, int) // f.mark, see markFunc
 }
 
 func (f *frame) mark(at *builtin.Path, start, end int) {
 	f.marks = append(f.marks, mark{at: at, start: start, end: end})
+}
+
+// markFunc returns f.mark as a func value, made once per frame (a method
+// value passed to a built-in escapes: one allocation per call).
+func (f *frame) markFunc() func(*builtin.Path, int, int) {
+	if f.markFn == nil {
+		f.markFn = f.mark
+	}
+	return f.markFn
 }
 
 type budgetError struct {
@@ -865,12 +876,16 @@ type sortedMark struct {
 
 func renderRanges(ms []mark) []string {
 	sm := make([]sortedMark, len(ms))
+	var buf [96]byte
 	for i, m := range ms {
-		s := m.at.String()
+		b := m.at.AppendString(buf[:0])
 		if m.start >= 0 {
-			s += ":" + itoa(m.start) + "-" + itoa(m.end)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, int64(m.start), 10)
+			b = append(b, '-')
+			b = strconv.AppendInt(b, int64(m.end), 10)
 		}
-		sm[i] = sortedMark{ords: m.at.Ords(), m: m, s: s}
+		sm[i] = sortedMark{ords: m.at.Ords(), m: m, s: string(b)}
 	}
 	sort.SliceStable(sm, func(i, j int) bool {
 		a, b := sm[i], sm[j]
@@ -1026,22 +1041,14 @@ func (f *frame) callBuiltin(pos syntax.Pos, b *builtin.Builtin, args []builtin.V
 			an.chargeTotal(argsInputSize(args, kw, an.maxAlloc-an.allocated))
 		}
 	}
-	run := func(mark func(*builtin.Path, int, int)) (v builtin.Value, err error) {
-		// a built-in is code from another package (detect): its panic is a
-		// detector_error of this binding, never a crash of the analysis
-		defer func() {
-			if r := recover(); r != nil {
-				v, err = nil, builtin.Errorf(builtin.DetectorError, "%s failed: %v", b.Name, r)
-			}
-		}()
-		return b.Impl(builtin.NewCall(f.an.ctx, b.Name, args, kw, f.an.env, mark))
-	}
 	var v builtin.Value
 	var err error
 	if cacheable(b) {
-		v, err = f.an.cache.call(f, b, args, kw, run)
+		v, err = f.an.cache.call(f, b, args, kw, func(mark func(*builtin.Path, int, int)) (builtin.Value, error) {
+			return f.runBuiltin(b, args, kw, mark)
+		})
 	} else {
-		v, err = run(f.mark)
+		v, err = f.runBuiltin(b, args, kw, f.markFunc())
 	}
 	if err != nil {
 		throwErr(pos, err)
@@ -1051,6 +1058,18 @@ func (f *frame) callBuiltin(pos syntax.Pos, b *builtin.Builtin, args []builtin.V
 		f.chargeDeep(v)
 	}
 	return v
+}
+
+// runBuiltin runs built-in b with its marks going to mark. A built-in is
+// code from another package (detect): its panic is a detector_error of
+// this binding, never a crash of the analysis.
+func (f *frame) runBuiltin(b *builtin.Builtin, args []builtin.Value, kw *builtin.Dict, mark func(*builtin.Path, int, int)) (v builtin.Value, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = nil, builtin.Errorf(builtin.DetectorError, "%s failed: %v", b.Name, r)
+		}
+	}()
+	return b.Impl(builtin.NewCall(f.an.ctx, b.Name, args, kw, f.an.env, mark))
 }
 
 // callPredicate evaluates a predicate call (spec §10.5).

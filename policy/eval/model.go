@@ -136,7 +136,13 @@ func (m *Model) base(b *builtin.EventBase, idx int, md *trace.Object, server *st
 // toolCall converts a tool call: element i of the tool_calls list at
 // calls, or a bare call (calls nil) with its own trace index.
 func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int) *builtin.ToolCall {
-	tc := &builtin.ToolCall{Type: c.Type}
+	// the call and its function object in one allocation
+	a := &struct {
+		tc builtin.ToolCall
+		fn builtin.Function
+	}{}
+	tc := &a.tc
+	tc.Type = c.Type
 	m.base(&tc.EventBase, idx, c.Metadata, c.Server)
 	if calls != nil {
 		tc.Path.SetIndex(calls, i)
@@ -144,7 +150,8 @@ func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int)
 	if c.ID != nil {
 		tc.ID = *c.ID
 	}
-	fn := &builtin.Function{Name: c.Function.Name}
+	fn := &a.fn
+	fn.Name = c.Function.Name
 	fn.Path = builtin.Path{Parent: tc.At, Seg: "function", Ord: 4}
 	fn.At = &fn.Path
 	raw := c.Function.Arguments
