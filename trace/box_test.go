@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestBoxedValues checks that strings and numbers boxed through a slab are
+// TestBoxedValues checks that decoded strings and numbers are
 // ordinary Values: type switches, ==, map keys and DeepEqual see them as
 // the runtime's own conversions, across several slabs and a GC.
 func TestBoxedValues(t *testing.T) {

@@ -48,7 +48,6 @@ type scanner struct {
 	// substrings of it, so a document costs one copy of its bytes instead
 	// of one allocation per string.
 	src   string
-	slab  strSlab
 	buf   []byte // slowStr's scratch buffer
 	pos   int
 	depth int
@@ -163,7 +162,7 @@ func (s *scanner) value() Value {
 		return s.array()
 	case '"':
 		if str, ok := s.str(); ok {
-			return s.slab.box(str, false)
+			return box(str, false)
 		}
 		return nil
 	case 't':
@@ -236,7 +235,7 @@ func (s *scanner) number() Value {
 		}
 	}
 	s.pos = i
-	return s.slab.box(s.src[start:i], true)
+	return box(s.src[start:i], true)
 }
 
 func (s *scanner) enter() bool {
