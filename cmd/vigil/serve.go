@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -219,7 +220,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if *monWorkers >= 0 {
 		monitors = monitor.Start(st, monitor.Options{Workers: *monWorkers, Lease: *monLease, Logger: log, Policy: policy.Options{WallTime: *monTimeout}})
 	}
-	log.Info(fmt.Sprintf("listening on %s://%s", scheme, ln.Addr()), "store", st.Kind(), "data_dir", *dataDir, "ledger_key", keySource, "monitor_workers", *monWorkers)
+	log.Info(fmt.Sprintf("listening on %s://%s", scheme, ln.Addr()), "store", st.Kind(), "data_dir", *dataDir, "ledger_key", keySource, "monitor_workers", monitorWorkers(*monWorkers))
 	errc := make(chan error, 1)
 	go func() {
 		if hs.TLSConfig != nil {
@@ -399,6 +400,15 @@ func monitorDefaults(fs *flag.FlagSet, fc *fileConfig) error {
 		}
 	}
 	return nil
+}
+
+// monitorWorkers is what --monitor-workers n runs: n, one per CPU for 0,
+// none for -1 (logged as such at start).
+func monitorWorkers(n int) int {
+	if n == 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return max(n, 0)
 }
 
 // setDefault changes a flag's value and the default --help shows.
