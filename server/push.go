@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/store"
 )
 
@@ -48,15 +49,15 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		if lazy {
 			gc.add(len(raw))
 		}
-		pe, err := prepareTrace(raw, ingestOptions{traceIdx: i, traceID: id}, &warn)
+		pe, err := ingest.Prepare(raw, ingest.TraceOptions{TraceIdx: i, TraceID: id}, &warn)
 		if err != nil {
 			return err
 		}
-		blobs = append(blobs, pe.images.blobs...)
-		mergeTools(tools, pe.tools)
+		blobs = append(blobs, pe.Images.Blobs...)
+		ingest.MergeTools(tools, pe.Tools)
 		nt := store.NewTrace{ID: id, TimeCreated: now, KeyID: p.Key.ID}
 		if !lazy {
-			nt.Messages, msgIDs[i] = pe.messages, messageIDs(pe.messages)
+			nt.Messages, msgIDs[i] = pe.Messages, messageIDs(pe.Messages)
 		}
 		if i < len(req.metadata) {
 			if err := applyTraceMetadata(&nt, req.metadata[i], i); err != nil {
@@ -68,14 +69,14 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 			if err != nil {
 				return err
 			}
-			resolveAnnotations(pe.decoded, anns)
+			resolveAnnotations(pe.Decoded, anns)
 			nt.Annotations = anns
 		}
-		nEvents += len(pe.messages)
-		nt.Session = s.newSession(p.User.ID, &nt, req.dataset)
+		nEvents += len(pe.Messages)
+		nt.Session = s.ing.NewSession(p.User.ID, &nt, req.dataset)
 		traces[i] = nt
 	}
-	if err := s.putBlobs(r.Context(), p.User.ID, blobs); err != nil {
+	if err := s.ing.PutBlobs(r.Context(), p.User.ID, blobs); err != nil {
 		return err
 	}
 	sreq := store.PushRequest{
@@ -84,7 +85,7 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		CreateIfMissing:    true,
 		NewDatasetMetadata: createdOnMetadata(now),
 		Traces:             traces,
-		Tools:              toolList(tools),
+		Tools:              ingest.ToolList(tools),
 	}
 	if lazy {
 		sp, err := spoolTraces(req.messages)
@@ -93,7 +94,7 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		}
 		defer sp.close()
 		req.messages, req.metadata, req.annotations = nil, nil, nil
-		sreq.Seal = s.sealFunc(req.dataset, nil)
+		sreq.Seal = s.ing.Seal(req.dataset, nil)
 		sreq.Prepare = func(i int, nt *store.NewTrace) error {
 			raw, err := sp.trace(i)
 			if err != nil {
@@ -102,11 +103,11 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 			// Same input, same outcome as the first pass: its warnings
 			// are already in warn.
 			gc.add(len(raw))
-			pe, err := prepareTrace(raw, ingestOptions{traceIdx: i, traceID: nt.ID}, new(warnings))
+			pe, err := ingest.Prepare(raw, ingest.TraceOptions{TraceIdx: i, TraceID: nt.ID}, new(warnings))
 			if err != nil {
 				return err
 			}
-			nt.Messages, joinedIDs[i] = pe.messages, joinIDs(pe.messages)
+			nt.Messages, joinedIDs[i] = pe.Messages, joinIDs(pe.Messages)
 			return nil
 		}
 	} else {
@@ -114,11 +115,11 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		// store writes (req.messages, metadata and annotations are
 		// slices of it).
 		req.messages, req.metadata, req.annotations = nil, nil, nil
-		pre, err := s.presign(traces, req.dataset)
+		pre, err := s.ing.Presign(traces, req.dataset)
 		if err != nil {
 			return err
 		}
-		sreq.Seal = s.sealFunc(req.dataset, pre)
+		sreq.Seal = s.ing.Seal(req.dataset, pre)
 	}
 	res, err := s.st.PushTraces(r.Context(), sreq)
 	if err != nil {
@@ -301,7 +302,7 @@ func parsePush(body []byte) (*pushRequest, error) {
 	}
 	for i, m := range req.messages {
 		if !isJSONArray(m) {
-			return nil, errNotObjects(i)
+			return nil, ingest.NotObjectsError(i)
 		}
 	}
 	if raw := top["annotations"]; !isBlank(raw) {
@@ -541,14 +542,14 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request, p *princip
 	// (events without one get the request time) and appended after the
 	// existing ones.
 	raw := append(append([]byte{'['}, joinRaw(events)...), ']')
-	pe, err := prepareTrace(raw, ingestOptions{firstIndex: len(t.Messages), usedIDs: used, strictTimestamps: true, defaultTime: now, traceID: id, path: "messages"}, &warn)
+	pe, err := ingest.Prepare(raw, ingest.TraceOptions{FirstIndex: len(t.Messages), UsedIDs: used, StrictTimestamps: true, DefaultTime: now, TraceID: id, Path: "messages"}, &warn)
 	if err != nil {
 		return err
 	}
-	if err := s.putBlobs(r.Context(), t.OwnerID, pe.images.blobs); err != nil {
+	if err := s.ing.PutBlobs(r.Context(), t.OwnerID, pe.Images.Blobs); err != nil {
 		return err
 	}
-	msgs := sortByTimestamp(pe.messages)
+	msgs := sortByTimestamp(pe.Messages)
 	anns, err := newAnnotations(annRaw, p, 0)
 	if err != nil {
 		return err
@@ -560,7 +561,7 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request, p *princip
 		}
 	}
 	res, err := s.st.AppendEvents(r.Context(), store.AppendRequest{
-		TraceID: id, Messages: msgs, Annotations: anns, Tools: toolList(pe.tools), Time: now, Seal: s.sealFunc(dsName, nil),
+		TraceID: id, Messages: msgs, Annotations: anns, Tools: ingest.ToolList(pe.Tools), Time: now, Seal: s.ing.Seal(dsName, nil),
 	})
 	if err != nil {
 		return err
@@ -594,7 +595,7 @@ func joinRaw(list []json.RawMessage) []byte {
 }
 
 // sortByTimestamp stably sorts appended messages by their timestamp
-// (all carry one after prepareTrace; numbers are milliseconds).
+// (all carry one after ingest.Prepare; numbers are milliseconds).
 func sortByTimestamp(msgs []store.Message) []store.Message {
 	type keyed struct {
 		t time.Time
