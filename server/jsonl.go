@@ -415,7 +415,6 @@ func (s *Server) pushUpload(ctx context.Context, sp *uploadSpool, p *principal, 
 		if err := s.ing.PutBlobs(ctx, p.User.ID, st.Blobs); err != nil {
 			return "", err
 		}
-		st.Trace.Session = s.ing.NewSession(p.User.ID, &st.Trace, f.name)
 		ingest.MergeTools(tools, st.Tools)
 		for _, m := range st.Trace.Messages {
 			size += len(m.Data)
@@ -462,10 +461,6 @@ func (u *uploadPush) push(ctx context.Context, sp *uploadSpool, batch []store.Ne
 			return err
 		}
 	}
-	pre, err := s.ing.Presign(batch, u.f.name)
-	if err != nil {
-		return err
-	}
 	req := store.PushRequest{
 		OwnerID:            u.p.User.ID,
 		DatasetName:        u.f.name,
@@ -475,13 +470,12 @@ func (u *uploadPush) push(ctx context.Context, sp *uploadSpool, batch []store.Ne
 		ReplaceTakenIDs:    true,
 		Traces:             batch,
 		Tools:              ingest.ToolList(tools),
-		Seal:               s.ing.Seal(u.f.name, pre),
 		Close:              s.closeFunc(),
 	}
 	if first {
 		req.MergeMetadata = sp.datasetMeta
 	}
-	res, err := s.st.PushTraces(ctx, req)
+	res, err := s.ing.Push(ctx, ingest.PushRequest{PushRequest: req})
 	var taken *store.IndexTakenError
 	if errors.Is(err, store.ErrConflict) && req.RequireEmpty && !errors.As(err, &taken) {
 		return badRequest("Dataset with the same name already exists with traces, to add new traces use the push API")

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -73,20 +72,16 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 			nt.Annotations = anns
 		}
 		nEvents += len(pe.Messages)
-		nt.Session = s.ing.NewSession(p.User.ID, &nt, req.dataset)
 		traces[i] = nt
 	}
-	if err := s.ing.PutBlobs(r.Context(), p.User.ID, blobs); err != nil {
-		return err
-	}
-	sreq := store.PushRequest{
+	sreq := ingest.PushRequest{PushRequest: store.PushRequest{
 		OwnerID:            p.User.ID,
 		DatasetName:        req.dataset,
 		CreateIfMissing:    true,
 		NewDatasetMetadata: createdOnMetadata(now),
 		Traces:             traces,
 		Tools:              ingest.ToolList(tools),
-	}
+	}, Blobs: blobs}
 	if lazy {
 		sp, err := spoolTraces(req.messages)
 		if err != nil {
@@ -94,7 +89,6 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		}
 		defer sp.close()
 		req.messages, req.metadata, req.annotations = nil, nil, nil
-		sreq.Seal = s.ing.Seal(req.dataset, nil)
 		sreq.Prepare = func(i int, nt *store.NewTrace) error {
 			raw, err := sp.trace(i)
 			if err != nil {
@@ -115,13 +109,8 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		// store writes (req.messages, metadata and annotations are
 		// slices of it).
 		req.messages, req.metadata, req.annotations = nil, nil, nil
-		pre, err := s.ing.Presign(traces, req.dataset)
-		if err != nil {
-			return err
-		}
-		sreq.Seal = s.ing.Seal(req.dataset, pre)
 	}
-	res, err := s.st.PushTraces(r.Context(), sreq)
+	res, err := s.ing.Push(r.Context(), sreq)
 	if err != nil {
 		return err
 	}
@@ -532,42 +521,26 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request, p *princip
 	if err != nil {
 		return err
 	}
-	used := make(map[string]bool, len(t.Messages)+len(events))
-	for _, m := range t.Messages {
-		used[m.ID] = true
-	}
 	now := s.now()
 	var warn warnings
 	// New messages are stably sorted by timestamp among themselves
 	// (events without one get the request time) and appended after the
 	// existing ones.
 	raw := append(append([]byte{'['}, joinRaw(events)...), ']')
-	pe, err := ingest.Prepare(raw, ingest.TraceOptions{FirstIndex: len(t.Messages), UsedIDs: used, StrictTimestamps: true, DefaultTime: now, TraceID: id, Path: "messages"}, &warn)
+	pe, err := ingest.PrepareAppend(t, raw, now, "messages", &warn)
 	if err != nil {
 		return err
 	}
-	if err := s.ing.PutBlobs(r.Context(), t.OwnerID, pe.Images.Blobs); err != nil {
-		return err
-	}
-	msgs := sortByTimestamp(pe.Messages)
 	anns, err := newAnnotations(annRaw, p, 0)
 	if err != nil {
 		return err
 	}
-	dsName := ""
-	if t.DatasetID != "" {
-		if d, err := s.st.GetDataset(r.Context(), t.DatasetID); err == nil {
-			dsName = d.Name
-		}
-	}
-	res, err := s.st.AppendEvents(r.Context(), store.AppendRequest{
-		TraceID: id, Messages: msgs, Annotations: anns, Tools: ingest.ToolList(pe.Tools), Time: now, Seal: s.ing.Seal(dsName, nil),
-	})
+	res, err := s.ing.Append(r.Context(), ingest.AppendRequest{Trace: t, Events: pe, Annotations: anns, Time: now})
 	if err != nil {
 		return err
 	}
 	s.metrics.Add("vigil_ingest_traces_total", 1, "append")
-	s.metrics.Add("vigil_ingest_messages_total", uint64(len(msgs)), "append")
+	s.metrics.Add("vigil_ingest_messages_total", uint64(len(res.Messages)), "append")
 	ids := make([]string, len(res.Messages))
 	for i, m := range res.Messages {
 		ids[i] = m.ID
@@ -592,33 +565,4 @@ func joinRaw(list []json.RawMessage) []byte {
 		b = append(b, x...)
 	}
 	return b
-}
-
-// sortByTimestamp stably sorts appended messages by their timestamp
-// (all carry one after ingest.Prepare; numbers are milliseconds).
-func sortByTimestamp(msgs []store.Message) []store.Message {
-	type keyed struct {
-		t time.Time
-		m store.Message
-	}
-	ks := make([]keyed, len(msgs))
-	for i, m := range msgs {
-		var v struct {
-			Timestamp any `json:"timestamp"`
-		}
-		_ = json.Unmarshal(m.Data, &v)
-		switch ts := v.Timestamp.(type) {
-		case string:
-			ks[i].t, _ = parseInputTime(ts)
-		case float64:
-			ks[i].t = time.UnixMilli(int64(ts))
-		}
-		ks[i].m = m
-	}
-	slices.SortStableFunc(ks, func(a, b keyed) int { return a.t.Compare(b.t) })
-	out := make([]store.Message, len(ks))
-	for i, k := range ks {
-		out[i] = k.m
-	}
-	return out
 }

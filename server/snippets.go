@@ -40,22 +40,16 @@ func (s *Server) handleSnippetNew(w http.ResponseWriter, r *http.Request, p *pri
 			return badRequest("extra_metadata must be an object")
 		}
 	}
-	if err := s.ing.PutBlobs(r.Context(), p.User.ID, pe.Images.Blobs); err != nil {
-		return err
-	}
 	if in.Name != nil {
 		nt.Name = *in.Name
 	}
 	if in.HierarchyPath != nil {
 		nt.HierarchyPath = in.HierarchyPath
 	}
-	nt.Session = s.ing.NewSession(p.User.ID, &nt, "")
-	traces := []store.NewTrace{nt}
-	pre, err := s.ing.Presign(traces, "")
-	if err != nil {
-		return err
-	}
-	res, err := s.st.PushTraces(r.Context(), store.PushRequest{OwnerID: p.User.ID, Traces: traces, Tools: ingest.ToolList(pe.Tools), Seal: s.ing.Seal("", pre)})
+	res, err := s.ing.Push(r.Context(), ingest.PushRequest{
+		PushRequest: store.PushRequest{OwnerID: p.User.ID, Traces: []store.NewTrace{nt}, Tools: ingest.ToolList(pe.Tools)},
+		Blobs:       pe.Images.Blobs,
+	})
 	if err != nil {
 		return err
 	}
