@@ -1,6 +1,7 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -216,6 +217,30 @@ func TestImages(t *testing.T) {
 	b, err := st.GetBlob(ctx, owner, sum)
 	if err != nil || string(b.Data) != string(png) || b.ContentType != "image/png" {
 		t.Fatalf("stored blob %+v, %v", b, err)
+	}
+}
+
+// TestDecodeImage covers the accepted base64 forms.
+func TestDecodeImage(t *testing.T) {
+	data := []byte{0xfb, 0xff, 0x01, 0x02}
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{base64.StdEncoding.EncodeToString(data), true},
+		{base64.RawStdEncoding.EncodeToString(data), true},
+		{base64.URLEncoding.EncodeToString(data), true},
+		{base64.RawURLEncoding.EncodeToString(data), true},
+		{" +/8B\nAg== ", true},
+		{"!!!", false},
+		{"", false},
+		{"  \n", false},
+		{"+/8BAg=", false},
+	} {
+		got, err := ingest.DecodeImage(tc.in, "p")
+		if (err == nil) != tc.ok || (tc.ok && !bytes.Equal(got, data)) {
+			t.Errorf("ingest.DecodeImage(%q) = %x, %v", tc.in, got, err)
+		}
 	}
 }
 

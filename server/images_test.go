@@ -290,30 +290,6 @@ func TestInvalidImages(t *testing.T) {
 	}
 }
 
-// TestDecodeImage covers the accepted base64 forms.
-func TestDecodeImage(t *testing.T) {
-	data := []byte{0xfb, 0xff, 0x01, 0x02}
-	for _, tc := range []struct {
-		in string
-		ok bool
-	}{
-		{base64.StdEncoding.EncodeToString(data), true},
-		{base64.RawStdEncoding.EncodeToString(data), true},
-		{base64.URLEncoding.EncodeToString(data), true},
-		{base64.RawURLEncoding.EncodeToString(data), true},
-		{" +/8B\nAg== ", true},
-		{"!!!", false},
-		{"", false},
-		{"  \n", false},
-		{"+/8BAg=", false},
-	} {
-		got, err := ingest.DecodeImage(tc.in, "p")
-		if (err == nil) != tc.ok || (tc.ok && !bytes.Equal(got, data)) {
-			t.Errorf("ingest.DecodeImage(%q) = %x, %v", tc.in, got, err)
-		}
-	}
-}
-
 // FuzzImages rewrites arbitrary image content (string content and a data
 // URI part) and inlines the result again: every input is either rejected
 // with a 400 naming a path under the event, or stored as blobs whose
