@@ -60,6 +60,7 @@ type Error struct {
 	Path   string // JSON path of the bad value, "" when not tied to one
 }
 
+// Error returns the message.
 func (e *Error) Error() string { return e.Detail }
 
 func errorf(code, format string, args ...any) *Error {
