@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/store"
 )
@@ -329,7 +330,7 @@ func (s *Server) runJSON(r *http.Request, t *store.Trace) ledger.Run {
 		}
 	}
 	run := ledger.Run{
-		ID: t.ID, Name: t.Name, AgentID: runAgent(md, dsName), Status: string(t.Status),
+		ID: t.ID, Name: t.Name, AgentID: ingest.RunAgent(md, dsName), Status: string(t.Status),
 		StartedAt: t.TimeCreated.UnixMilli(), EndedAt: optMillis(t.EndedAt), SessionID: t.SessionID,
 	}
 	if run.Status == "" {

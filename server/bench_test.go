@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/internal/tracegen"
 	"github.com/vigilhq/vigil/ledger"
 )
@@ -108,7 +109,7 @@ func BenchmarkDecodePush(b *testing.B) {
 		}
 		var warn warnings
 		for i, raw := range req.messages {
-			if _, err := prepareTrace(raw, ingestOptions{traceIdx: i}, &warn); err != nil {
+			if _, err := ingest.Prepare(raw, ingest.TraceOptions{TraceIdx: i}, &warn); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -119,16 +120,16 @@ func BenchmarkDecodePush(b *testing.B) {
 // BenchmarkSealEvents measures making one signed receipt per event (the
 // proof-on-ingest cost), single-threaded.
 func BenchmarkSealEvents(b *testing.B) {
-	ts := &Server{key: mustKey(&testing.T{})}
+	in := ingest.New(nil, mustKey(&testing.T{}), ingest.Config{})
 	body, _ := json.Marshal(pushBatch("bench", 1, 20))
 	req, _ := parsePush(body)
-	pe, err := prepareTrace(req.messages[0], ingestOptions{}, new(warnings))
+	pe, err := ingest.Prepare(req.messages[0], ingest.TraceOptions{}, new(warnings))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ts.makeReceipts("s", "r", "a", ledger.Tail{}, 0, pe.messages); err != nil {
+		if _, err := in.MakeReceipts("s", "r", "a", ledger.Tail{}, 0, pe.Messages); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"unicode/utf8"
 
+	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/trace"
 )
 
@@ -104,6 +105,10 @@ func toAPIError(err error) *Error {
 	var ae *Error
 	if errors.As(err, &ae) {
 		return ae
+	}
+	var ie *ingest.Error
+	if errors.As(err, &ie) {
+		return ingestError(ie)
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

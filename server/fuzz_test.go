@@ -1,9 +1,10 @@
 package server
 
 import (
-	"errors"
+	"regexp"
 	"testing"
 
+	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/store"
 )
 
@@ -31,17 +32,17 @@ func FuzzParsePush(f *testing.F) {
 		}
 		var warn warnings
 		for i, raw := range req.messages {
-			pe, err := prepareTrace(raw, ingestOptions{traceIdx: i}, &warn)
+			pe, err := ingest.Prepare(raw, ingest.TraceOptions{TraceIdx: i}, &warn)
 			if err != nil {
 				checkFuzzErr(t, err)
 				continue
 			}
-			if len(pe.messages) != len(pe.events) {
-				t.Fatalf("trace %d: %d messages for %d events", i, len(pe.messages), len(pe.events))
+			if len(pe.Messages) != len(pe.Events) {
+				t.Fatalf("trace %d: %d messages for %d events", i, len(pe.Messages), len(pe.Events))
 			}
 			ids := map[string]bool{}
-			for _, m := range pe.messages {
-				if ids[m.ID] || !messageIDRx.MatchString(m.ID) {
+			for _, m := range pe.Messages {
+				if ids[m.ID] || !fuzzMessageIDRx.MatchString(m.ID) {
 					t.Fatalf("trace %d: bad or duplicate message id %q", i, m.ID)
 				}
 				ids[m.ID] = true
@@ -58,10 +59,13 @@ func FuzzParsePush(f *testing.F) {
 	})
 }
 
+// fuzzMessageIDRx is the form of a message id after ingest.
+var fuzzMessageIDRx = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 func checkFuzzErr(t *testing.T, err error) {
 	t.Helper()
-	var ae *Error
-	if !errors.As(err, &ae) || ae.Status != 400 {
+	ae := toAPIError(err) // maps ingest errors; anything unknown is a 500
+	if ae.Status != 400 {
 		t.Fatalf("unexpected error %T: %v", err, err)
 	}
 	switch ae.Code {

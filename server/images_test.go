@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"image"
 	"image/color"
 	"image/png"
@@ -19,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/trace"
 )
@@ -290,30 +290,6 @@ func TestInvalidImages(t *testing.T) {
 	}
 }
 
-// TestDecodeImage covers the accepted base64 forms.
-func TestDecodeImage(t *testing.T) {
-	data := []byte{0xfb, 0xff, 0x01, 0x02}
-	for _, tc := range []struct {
-		in string
-		ok bool
-	}{
-		{base64.StdEncoding.EncodeToString(data), true},
-		{base64.RawStdEncoding.EncodeToString(data), true},
-		{base64.URLEncoding.EncodeToString(data), true},
-		{base64.RawURLEncoding.EncodeToString(data), true},
-		{" +/8B\nAg== ", true},
-		{"!!!", false},
-		{"", false},
-		{"  \n", false},
-		{"+/8BAg=", false},
-	} {
-		got, err := decodeImage(tc.in, "p")
-		if (err == nil) != tc.ok || (tc.ok && !bytes.Equal(got, data)) {
-			t.Errorf("decodeImage(%q) = %x, %v", tc.in, got, err)
-		}
-	}
-}
-
 // FuzzImages rewrites arbitrary image content (string content and a data
 // URI part) and inlines the result again: every input is either rejected
 // with a 400 naming a path under the event, or stored as blobs whose
@@ -336,20 +312,20 @@ func FuzzImages(f *testing.F) {
 		parts := trace.NewObject("role", "user", "content", []trace.Value{
 			trace.NewObject("type", "image_url", "image_url", trace.NewObject("url", url)),
 		})
-		var is imageSet
+		var is ingest.Images
 		for i, o := range []*trace.Object{obj, parts} {
-			err := is.rewriteImages(o, "tid", eventPos{trace: 0, event: i})
+			err := is.Rewrite(o, "tid", ingest.Pos{Trace: 0, Event: i})
 			if err != nil {
-				var ae *Error
-				if !errors.As(err, &ae) || ae.Status != 400 || !strings.HasPrefix(ae.Detail, "messages[0]["+strconv.Itoa(i)+"].content") {
+				ae := toAPIError(err)
+				if ae.Status != 400 || !strings.HasPrefix(ae.Detail, "messages[0]["+strconv.Itoa(i)+"].content") {
 					t.Fatalf("error %v, want a 400 naming the content path", err)
 				}
 				return
 			}
 		}
 		blobs := map[string]*store.Blob{}
-		for _, b := range is.blobs {
-			if sha(b.Data) != b.SHA256 || len(b.Data) == 0 || len(b.Data) > maxImageBytes {
+		for _, b := range is.Blobs {
+			if sha(b.Data) != b.SHA256 || len(b.Data) == 0 || len(b.Data) > ingest.MaxImageBytes {
 				t.Fatalf("blob %s of %d bytes", b.SHA256, len(b.Data))
 			}
 			blobs[b.SHA256] = b
@@ -360,11 +336,11 @@ func FuzzImages(f *testing.F) {
 			}
 		}
 		// What was an image inlines back to the same bytes.
-		if _, ok := cutImagePrefix(content); ok {
+		if _, ok := ingest.CutImagePrefix(content); ok {
 			c, _ := obj.Get("content")
-			b64, ok := cutImagePrefix(c.(string))
-			data, err := decodeImage(b64, "p")
-			want, _ := decodeImage(strings.TrimPrefix(strings.TrimPrefix(content, imgBase64Prefix), imgInlinePrefix), "p")
+			b64, ok := ingest.CutImagePrefix(c.(string))
+			data, err := ingest.DecodeImage(b64, "p")
+			want, _ := ingest.DecodeImage(strings.TrimPrefix(strings.TrimPrefix(content, ingest.ImageBase64Prefix), imgInlinePrefix), "p")
 			if !ok || err != nil || !bytes.Equal(data, want) {
 				t.Fatalf("content %q inlined as %q", content, c)
 			}

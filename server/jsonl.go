@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/trace"
 )
@@ -256,7 +257,7 @@ func (s *Server) spoolUpload(src io.Reader, p *principal) (_ *uploadSpool, err e
 		if err != nil && (e == nil || !errors.Is(err, trace.ErrInvalidTrace)) {
 			return nil, uploadReadError(err)
 		}
-		// Problems inside a trace (err with an entry) are prepareTrace's
+		// Problems inside a trace (err with an entry) are ingest.Prepare's
 		// to report, as on push: most are warnings.
 		st, err := uploadTrace(e, p, sp.traces)
 		if err != nil {
@@ -313,11 +314,11 @@ func uploadTrace(e *trace.Entry, p *principal, i int) (*spooledTrace, error) {
 		nt.ID = store.NewID()
 	}
 	var warn warnings // the upload response is the dataset: warnings are dropped
-	pe, err := prepareTrace(trace.Marshal(t.Values()), ingestOptions{traceIdx: i, traceID: nt.ID, path: "messages"}, &warn)
+	pe, err := ingest.Prepare(trace.Marshal(t.Values()), ingest.TraceOptions{TraceIdx: i, TraceID: nt.ID, Path: "messages"}, &warn)
 	if err != nil {
-		var ae *Error
-		if errors.As(err, &ae) {
-			return nil, lineError(e.Line, "%s", ae.Detail)
+		var ie *ingest.Error
+		if errors.As(err, &ie) {
+			return nil, lineError(e.Line, "%s", ie.Detail)
 		}
 		return nil, err
 	}
@@ -344,10 +345,10 @@ func uploadTrace(e *trace.Entry, p *principal, i int) (*spooledTrace, error) {
 		}
 		nt.Annotations = append(nt.Annotations, an)
 	}
-	resolveAnnotations(pe.decoded, nt.Annotations)
-	nt.Messages = pe.messages
+	resolveAnnotations(pe.Decoded, nt.Annotations)
+	nt.Messages = pe.Messages
 	nt.Status = store.RunCompleted
-	return &spooledTrace{Trace: nt, Tools: pe.tools, Blobs: pe.images.blobs}, nil
+	return &spooledTrace{Trace: nt, Tools: pe.Tools, Blobs: pe.Images.Blobs}, nil
 }
 
 // uploadPush is the state of pass 2 of an upload.
@@ -411,11 +412,10 @@ func (s *Server) pushUpload(ctx context.Context, sp *uploadSpool, p *principal, 
 			batch, tools, size = batch[:0], map[string]*store.ToolUse{}, 0
 			clear(batch[:cap(batch)]) // let the pushed traces be collected
 		}
-		if err := s.putBlobs(ctx, p.User.ID, st.Blobs); err != nil {
+		if err := s.ing.PutBlobs(ctx, p.User.ID, st.Blobs); err != nil {
 			return "", err
 		}
-		st.Trace.Session = s.newSession(p.User.ID, &st.Trace, f.name)
-		mergeTools(tools, st.Tools)
+		ingest.MergeTools(tools, st.Tools)
 		for _, m := range st.Trace.Messages {
 			size += len(m.Data)
 		}
@@ -461,10 +461,6 @@ func (u *uploadPush) push(ctx context.Context, sp *uploadSpool, batch []store.Ne
 			return err
 		}
 	}
-	pre, err := s.presign(batch, u.f.name)
-	if err != nil {
-		return err
-	}
 	req := store.PushRequest{
 		OwnerID:            u.p.User.ID,
 		DatasetName:        u.f.name,
@@ -473,14 +469,13 @@ func (u *uploadPush) push(ctx context.Context, sp *uploadSpool, batch []store.Ne
 		RequireEmpty:       first && u.f.mode != "append",
 		ReplaceTakenIDs:    true,
 		Traces:             batch,
-		Tools:              toolList(tools),
-		Seal:               s.sealFunc(u.f.name, pre),
+		Tools:              ingest.ToolList(tools),
 		Close:              s.closeFunc(),
 	}
 	if first {
 		req.MergeMetadata = sp.datasetMeta
 	}
-	res, err := s.st.PushTraces(ctx, req)
+	res, err := s.ing.Push(ctx, ingest.PushRequest{PushRequest: req})
 	var taken *store.IndexTakenError
 	if errors.Is(err, store.ErrConflict) && req.RequireEmpty && !errors.As(err, &taken) {
 		return badRequest("Dataset with the same name already exists with traces, to add new traces use the push API")

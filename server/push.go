@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/store"
 )
 
@@ -48,15 +48,15 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		if lazy {
 			gc.add(len(raw))
 		}
-		pe, err := prepareTrace(raw, ingestOptions{traceIdx: i, traceID: id}, &warn)
+		pe, err := ingest.Prepare(raw, ingest.TraceOptions{TraceIdx: i, TraceID: id}, &warn)
 		if err != nil {
 			return err
 		}
-		blobs = append(blobs, pe.images.blobs...)
-		mergeTools(tools, pe.tools)
+		blobs = append(blobs, pe.Images.Blobs...)
+		ingest.MergeTools(tools, pe.Tools)
 		nt := store.NewTrace{ID: id, TimeCreated: now, KeyID: p.Key.ID}
 		if !lazy {
-			nt.Messages, msgIDs[i] = pe.messages, messageIDs(pe.messages)
+			nt.Messages, msgIDs[i] = pe.Messages, messageIDs(pe.Messages)
 		}
 		if i < len(req.metadata) {
 			if err := applyTraceMetadata(&nt, req.metadata[i], i); err != nil {
@@ -68,24 +68,20 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 			if err != nil {
 				return err
 			}
-			resolveAnnotations(pe.decoded, anns)
+			resolveAnnotations(pe.Decoded, anns)
 			nt.Annotations = anns
 		}
-		nEvents += len(pe.messages)
-		nt.Session = s.newSession(p.User.ID, &nt, req.dataset)
+		nEvents += len(pe.Messages)
 		traces[i] = nt
 	}
-	if err := s.putBlobs(r.Context(), p.User.ID, blobs); err != nil {
-		return err
-	}
-	sreq := store.PushRequest{
+	sreq := ingest.PushRequest{PushRequest: store.PushRequest{
 		OwnerID:            p.User.ID,
 		DatasetName:        req.dataset,
 		CreateIfMissing:    true,
 		NewDatasetMetadata: createdOnMetadata(now),
 		Traces:             traces,
-		Tools:              toolList(tools),
-	}
+		Tools:              ingest.ToolList(tools),
+	}, Blobs: blobs}
 	if lazy {
 		sp, err := spoolTraces(req.messages)
 		if err != nil {
@@ -93,7 +89,6 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		}
 		defer sp.close()
 		req.messages, req.metadata, req.annotations = nil, nil, nil
-		sreq.Seal = s.sealFunc(req.dataset, nil)
 		sreq.Prepare = func(i int, nt *store.NewTrace) error {
 			raw, err := sp.trace(i)
 			if err != nil {
@@ -102,11 +97,11 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 			// Same input, same outcome as the first pass: its warnings
 			// are already in warn.
 			gc.add(len(raw))
-			pe, err := prepareTrace(raw, ingestOptions{traceIdx: i, traceID: nt.ID}, new(warnings))
+			pe, err := ingest.Prepare(raw, ingest.TraceOptions{TraceIdx: i, TraceID: nt.ID}, new(warnings))
 			if err != nil {
 				return err
 			}
-			nt.Messages, joinedIDs[i] = pe.messages, joinIDs(pe.messages)
+			nt.Messages, joinedIDs[i] = pe.Messages, joinIDs(pe.Messages)
 			return nil
 		}
 	} else {
@@ -114,13 +109,8 @@ func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, p *principal
 		// store writes (req.messages, metadata and annotations are
 		// slices of it).
 		req.messages, req.metadata, req.annotations = nil, nil, nil
-		pre, err := s.presign(traces, req.dataset)
-		if err != nil {
-			return err
-		}
-		sreq.Seal = s.sealFunc(req.dataset, pre)
 	}
-	res, err := s.st.PushTraces(r.Context(), sreq)
+	res, err := s.ing.Push(r.Context(), sreq)
 	if err != nil {
 		return err
 	}
@@ -301,7 +291,7 @@ func parsePush(body []byte) (*pushRequest, error) {
 	}
 	for i, m := range req.messages {
 		if !isJSONArray(m) {
-			return nil, errNotObjects(i)
+			return nil, ingest.NotObjectsError(i)
 		}
 	}
 	if raw := top["annotations"]; !isBlank(raw) {
@@ -531,42 +521,26 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request, p *princip
 	if err != nil {
 		return err
 	}
-	used := make(map[string]bool, len(t.Messages)+len(events))
-	for _, m := range t.Messages {
-		used[m.ID] = true
-	}
 	now := s.now()
 	var warn warnings
 	// New messages are stably sorted by timestamp among themselves
 	// (events without one get the request time) and appended after the
 	// existing ones.
 	raw := append(append([]byte{'['}, joinRaw(events)...), ']')
-	pe, err := prepareTrace(raw, ingestOptions{firstIndex: len(t.Messages), usedIDs: used, strictTimestamps: true, defaultTime: now, traceID: id, path: "messages"}, &warn)
+	pe, err := ingest.PrepareAppend(t, raw, now, "messages", &warn)
 	if err != nil {
 		return err
 	}
-	if err := s.putBlobs(r.Context(), t.OwnerID, pe.images.blobs); err != nil {
-		return err
-	}
-	msgs := sortByTimestamp(pe.messages)
 	anns, err := newAnnotations(annRaw, p, 0)
 	if err != nil {
 		return err
 	}
-	dsName := ""
-	if t.DatasetID != "" {
-		if d, err := s.st.GetDataset(r.Context(), t.DatasetID); err == nil {
-			dsName = d.Name
-		}
-	}
-	res, err := s.st.AppendEvents(r.Context(), store.AppendRequest{
-		TraceID: id, Messages: msgs, Annotations: anns, Tools: toolList(pe.tools), Time: now, Seal: s.sealFunc(dsName, nil),
-	})
+	res, err := s.ing.Append(r.Context(), ingest.AppendRequest{Trace: t, Events: pe, Annotations: anns, Time: now})
 	if err != nil {
 		return err
 	}
 	s.metrics.Add("vigil_ingest_traces_total", 1, "append")
-	s.metrics.Add("vigil_ingest_messages_total", uint64(len(msgs)), "append")
+	s.metrics.Add("vigil_ingest_messages_total", uint64(len(res.Messages)), "append")
 	ids := make([]string, len(res.Messages))
 	for i, m := range res.Messages {
 		ids[i] = m.ID
@@ -591,33 +565,4 @@ func joinRaw(list []json.RawMessage) []byte {
 		b = append(b, x...)
 	}
 	return b
-}
-
-// sortByTimestamp stably sorts appended messages by their timestamp
-// (all carry one after prepareTrace; numbers are milliseconds).
-func sortByTimestamp(msgs []store.Message) []store.Message {
-	type keyed struct {
-		t time.Time
-		m store.Message
-	}
-	ks := make([]keyed, len(msgs))
-	for i, m := range msgs {
-		var v struct {
-			Timestamp any `json:"timestamp"`
-		}
-		_ = json.Unmarshal(m.Data, &v)
-		switch ts := v.Timestamp.(type) {
-		case string:
-			ks[i].t, _ = parseInputTime(ts)
-		case float64:
-			ks[i].t = time.UnixMilli(int64(ts))
-		}
-		ks[i].m = m
-	}
-	slices.SortStableFunc(ks, func(a, b keyed) int { return a.t.Compare(b.t) })
-	out := make([]store.Message, len(ks))
-	for i, k := range ks {
-		out[i] = k.m
-	}
-	return out
 }

@@ -42,6 +42,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/monitor"
 	"github.com/vigilhq/vigil/store"
 )
@@ -135,6 +136,7 @@ type Server struct {
 	metrics *Metrics
 	cfg     Config
 	now     func() time.Time
+	ing     *ingest.Ingester
 	handler http.Handler
 
 	bodyIdle time.Duration
@@ -187,6 +189,7 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.ing = ingest.New(s.st, s.key, ingest.Config{Now: func() time.Time { return s.now() }})
 	s.bodyIdle = cmp.Or(cfg.BodyIdleTimeout, DefaultBodyIdleTimeout)
 	s.maxConns = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
 	s.budget.limit = max(cmp.Or(cfg.MaxInflightBodyBytes, DefaultMaxInflightBodyBytes), s.maxJSON+2*bodyChunk)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/store"
 )
 
@@ -29,18 +30,15 @@ func (s *Server) handleSnippetNew(w http.ResponseWriter, r *http.Request, p *pri
 	}
 	var warn warnings
 	id := store.NewID()
-	pe, err := prepareTrace(in.Content, ingestOptions{traceID: id, path: "content"}, &warn)
+	pe, err := ingest.Prepare(in.Content, ingest.TraceOptions{TraceID: id, Path: "content"}, &warn)
 	if err != nil {
 		return err
 	}
-	nt := store.NewTrace{ID: id, Messages: pe.messages, TimeCreated: s.now(), KeyID: p.Key.ID}
+	nt := store.NewTrace{ID: id, Messages: pe.Messages, TimeCreated: s.now(), KeyID: p.Key.ID}
 	if !isBlank(in.ExtraMetadata) {
 		if err := applyTraceMetadata(&nt, in.ExtraMetadata, 0); err != nil {
 			return badRequest("extra_metadata must be an object")
 		}
-	}
-	if err := s.putBlobs(r.Context(), p.User.ID, pe.images.blobs); err != nil {
-		return err
 	}
 	if in.Name != nil {
 		nt.Name = *in.Name
@@ -48,18 +46,15 @@ func (s *Server) handleSnippetNew(w http.ResponseWriter, r *http.Request, p *pri
 	if in.HierarchyPath != nil {
 		nt.HierarchyPath = in.HierarchyPath
 	}
-	nt.Session = s.newSession(p.User.ID, &nt, "")
-	traces := []store.NewTrace{nt}
-	pre, err := s.presign(traces, "")
-	if err != nil {
-		return err
-	}
-	res, err := s.st.PushTraces(r.Context(), store.PushRequest{OwnerID: p.User.ID, Traces: traces, Tools: toolList(pe.tools), Seal: s.sealFunc("", pre)})
+	res, err := s.ing.Push(r.Context(), ingest.PushRequest{
+		PushRequest: store.PushRequest{OwnerID: p.User.ID, Traces: []store.NewTrace{nt}, Tools: ingest.ToolList(pe.Tools)},
+		Blobs:       pe.Images.Blobs,
+	})
 	if err != nil {
 		return err
 	}
 	s.metrics.Add("vigil_ingest_traces_total", 1, "push")
-	s.metrics.Add("vigil_ingest_messages_total", uint64(len(pe.messages)), "push")
+	s.metrics.Add("vigil_ingest_messages_total", uint64(len(pe.Messages)), "push")
 	writeJSON(w, http.StatusOK, map[string]string{"id": res.Traces[0].ID})
 	return nil
 }
