@@ -447,7 +447,14 @@ func (c *checker) handleCheck(w http.ResponseWriter, r *http.Request, _ *princip
 // that marshals itself (the events in args and kwargs), which was a fifth
 // of a check's time.
 func writeResult(w http.ResponseWriter, res *policy.Result) error {
-	buf, err := appendResult(make([]byte, 0, 4096), res)
+	bp := resultBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledResult {
+			resultBufs.Put(bp)
+		}
+	}()
+	buf, err := appendResult((*bp)[:0], res)
+	*bp = buf
 	if err != nil {
 		return fmt.Errorf("encode check result: %w", err)
 	}
@@ -460,6 +467,13 @@ func writeResult(w http.ResponseWriter, res *policy.Result) error {
 	return nil
 }
 
+// resultBufs are the buffers writeResult encodes into: the response is
+// copied out by Write, so a buffer serves the next request. Buffers
+// larger than maxPooledResult are left to the collector.
+var resultBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxPooledResult = 256 << 10
+
 // appendResult appends the JSON of res and a newline to buf.
 func appendResult(buf []byte, res *policy.Result) ([]byte, error) {
 	var err error
@@ -470,7 +484,7 @@ func appendResult(buf []byte, res *policy.Result) ([]byte, error) {
 			buf = append(buf, ',')
 		}
 		buf = append(buf, `{"key":`...)
-		buf = appendJSON(buf, v.Key, &err)
+		buf = appendString(buf, v.Key, &err)
 		buf = append(buf, `,"args":`...)
 		if v.Args == nil {
 			buf = append(buf, "null"...)
@@ -514,6 +528,8 @@ func appendValue(buf []byte, v any, errp *error) []byte {
 		return strconv.AppendBool(buf, x)
 	case int64:
 		return strconv.AppendInt(buf, x, 10)
+	case string:
+		return appendString(buf, x, errp)
 	case []any:
 		if x == nil {
 			return append(buf, "null"...)
@@ -532,13 +548,24 @@ func appendValue(buf []byte, v any, errp *error) []byte {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendJSON(buf, kv.Key, errp)
+			buf = appendString(buf, kv.Key, errp)
 			buf = append(buf, ':')
 			buf = appendValue(buf, kv.Value, errp)
 		}
 		return append(buf, '}')
 	}
 	return appendJSON(buf, v, errp)
+}
+
+// appendString appends the JSON of s without HTML escaping, as
+// appendJSON does, without boxing s when it needs no escapes.
+func appendString(buf []byte, s string, errp *error) []byte {
+	if plainASCII(s) {
+		buf = append(buf, '"')
+		buf = append(buf, s...)
+		return append(buf, '"')
+	}
+	return appendJSON(buf, s, errp)
 }
 
 // appendJSON appends the JSON of v without HTML escaping; a value that
@@ -549,9 +576,7 @@ func appendJSON(buf []byte, v any, errp *error) []byte {
 	switch x := v.(type) {
 	case string:
 		if plainASCII(x) {
-			buf = append(buf, '"')
-			buf = append(buf, x...)
-			return append(buf, '"')
+			return appendString(buf, x, errp)
 		}
 	case []string:
 		if x == nil {
@@ -562,7 +587,7 @@ func appendJSON(buf []byte, v any, errp *error) []byte {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendJSON(buf, e, errp)
+			buf = appendString(buf, e, errp)
 		}
 		return append(buf, ']')
 	}
