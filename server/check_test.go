@@ -942,3 +942,60 @@ func TestCheckHostileBudgets(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckRequestMetrics: the request counter and duration histogram of
+// the check route, whose cells handle keeps after the first request,
+// count every request under its status code.
+func TestCheckRequestMetrics(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	body := `{"messages": [{"role": "user", "content": "hi"}], "policy": "raise \"p\" if:\n    (m: Message)\n"}`
+	for range 3 {
+		if st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, body); st != 200 {
+			t.Fatalf("check: %d %s", st, out)
+		}
+	}
+	if st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, `{"messages": []}`); st != 400 {
+		t.Fatalf("check without policy: %d %s", st, out)
+	}
+	_, out := ts.do(t, "GET", "/api/v1/metrics", adminKey, nil)
+	for _, want := range []string{
+		`vigil_http_requests_total{route="/api/v1/policy/check",method="POST",code="200"} 3` + "\n",
+		`vigil_http_requests_total{route="/api/v1/policy/check",method="POST",code="400"} 1` + "\n",
+		`vigil_http_request_duration_seconds_count{route="/api/v1/policy/check"} 4` + "\n",
+		`vigil_http_request_duration_seconds_bucket{route="/api/v1/policy/check",le="+Inf"} 4` + "\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// TestCheckAdminKeyCache: the check routes take a cached admin-scope key
+// without reloading its user, but an admin route still reloads it, so a
+// user disabled behind the cache's back (another process) loses admin
+// routes at once.
+func TestCheckAdminKeyCache(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	ctx := context.Background()
+	body := `{"messages": [{"role": "user", "content": "hi"}], "policy": "raise \"p\" if:\n    (m: Message)\n"}`
+	if st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, body); st != 200 {
+		t.Fatalf("check: %d %s", st, out)
+	}
+	k, err := ts.st.GetAPIKeyByHash(ctx, store.HashKey(adminKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	if _, err := ts.st.UpdateUser(ctx, k.OwnerID, store.UserUpdate{Disabled: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	if st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, body); st != 200 {
+		t.Errorf("check with the cached key: %d %s", st, out)
+	}
+	if st, out := ts.do(t, "GET", "/api/v1/users", adminKey, nil); st != 401 {
+		t.Errorf("admin route after the user was disabled: %d %s, want 401", st, out)
+	}
+	if st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, body); st != 401 {
+		t.Errorf("check after the admin route dropped the key: %d %s, want 401", st, out)
+	}
+}
