@@ -999,3 +999,61 @@ func TestCheckAdminKeyCache(t *testing.T) {
 		t.Errorf("check after the admin route dropped the key: %d %s, want 401", st, out)
 	}
 }
+
+// TestCheckConcurrentResults: results encoded into pooled buffers by
+// concurrent requests each come out whole, a long one and a short one
+// alike, the same bytes as when sent alone.
+func TestCheckConcurrentResults(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	msgs := benchCheckTrace(t)
+	var bodies []string
+	for _, src := range []string{
+		"raise \"each\" if:\n    (m: Message)\n",
+		"raise \"tools\" if:\n    (c: ToolCall)\n    c.function.name == \"send_email\"\n",
+	} {
+		b, err := json.Marshal(map[string]any{"messages": json.RawMessage(msgs), "policy": src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, string(b))
+	}
+	want := make([][]byte, len(bodies))
+	for i, b := range bodies {
+		st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, b)
+		if st != 200 {
+			t.Fatalf("check %d: %d %s", i, st, out)
+		}
+		want[i] = out
+	}
+	if len(want[0]) == len(want[1]) {
+		t.Fatalf("the two results should differ in length: %d", len(want[0]))
+	}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 10 {
+				i := (g + j) % len(bodies)
+				req, err := http.NewRequest("POST", ts.URL+"/api/v1/policy/check", strings.NewReader(bodies[i]))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.Header.Set("Authorization", "Bearer "+adminKey)
+				resp, err := ts.Client().Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				out, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || !bytes.Equal(out, want[i]) {
+					t.Errorf("check %d in goroutine %d: %d %v, %d bytes, want %d", i, g, resp.StatusCode, err, len(out), len(want[i]))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
