@@ -93,6 +93,16 @@ var errInvalidKey = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenti
 // gives (nil, nil); an unknown, revoked or expired key, or one whose user
 // is disabled, gives errInvalidKey.
 func (s *Server) authenticate(r *http.Request) (*principal, error) {
+	return s.authenticateFor(r, true)
+}
+
+// authenticateFor is authenticate; with fresh false a cached admin-scope
+// principal is returned without reloading its user. That is for routes
+// whose handler reads nothing of the caller (the check API): the access
+// check of every level but admin looks at the key's scope only, and a
+// disabled user's key then lapses with the cache (at most authCacheTTL),
+// as every other key does. It saves a store query per request.
+func (s *Server) authenticateFor(r *http.Request, fresh bool) (*principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return nil, nil
@@ -107,7 +117,7 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	if v, ok := s.authCache.Load(hash); ok {
 		c := v.(*cachedPrincipal)
 		if now.Before(c.expires) && (c.p.Key.ExpiresAt == nil || now.Before(*c.p.Key.ExpiresAt)) {
-			if c.p.Key.Scope != store.ScopeAdmin {
+			if c.p.Key.Scope != store.ScopeAdmin || !fresh {
 				return c.p, nil
 			}
 			return s.refreshAdmin(r.Context(), hash, c.p)

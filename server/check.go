@@ -90,6 +90,16 @@ func newChecker(s *Server) *checker {
 	}
 }
 
+// callerUnused are the routes whose handlers ignore the caller beyond the
+// access check (their principal argument is unused): the check API, the
+// hot path of a guardrail client, skips the per-request reload of an
+// admin key's user (authenticateFor).
+var callerUnused = map[string]bool{
+	"POST /api/v1/policy/check":       true,
+	"POST /api/v1/policy/check/batch": true,
+	"POST /api/v1/policy/load":        true,
+}
+
 // checkRequest is a decoded body of /policy/check, /policy/check/batch or
 // /policy/load: {"messages", "policy" | "policies", "parameters"?,
 // "from_index"? [V], "dataset_name"? (Invariant's gateway; not used)}.
@@ -304,39 +314,46 @@ var errOverloaded = &Error{Status: http.StatusTooManyRequests, Code: CodeOverloa
 	Detail: "too many policy checks in progress; retry later"}
 
 // admit takes a place for a request among the admitted ones, or refuses
-// it with 429 when as many requests already wait. The caller calls the
-// returned function when done.
-func (c *checker) admit() (func(), error) {
+// it with 429 when as many requests already wait. The caller calls leave
+// when done.
+func (c *checker) admit() error {
 	select {
 	case c.waiting <- struct{}{}:
-		return func() { <-c.waiting }, nil
+		return nil
 	default:
 		c.s.metrics.Add("vigil_check_rejected_total", 1)
-		return nil, errOverloaded
+		return errOverloaded
 	}
 }
 
+// leave gives back the place admit took.
+func (c *checker) leave() { <-c.waiting }
+
 // slot waits for an evaluation slot until ctx ends, and at most the
 // evaluation wall time: a request that waited that long is refused with
-// 429 (the server is busy; its rule is not at fault).
-func (c *checker) slot(ctx context.Context) (func(), error) {
+// 429 (the server is busy; its rule is not at fault). The caller calls
+// release when done. A free slot is taken without a timer.
+func (c *checker) slot(ctx context.Context) error {
 	select {
 	case c.slots <- struct{}{}:
-		return func() { <-c.slots }, nil
+		return nil
 	default:
 	}
 	t := time.NewTimer(c.timeout)
 	defer t.Stop()
 	select {
 	case c.slots <- struct{}{}:
-		return func() { <-c.slots }, nil
+		return nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-t.C:
 		c.s.metrics.Add("vigil_check_rejected_total", 1)
-		return nil, errOverloaded
+		return errOverloaded
 	}
 }
+
+// release gives back the slot slot took.
+func (c *checker) release() { <-c.slots }
 
 // rule returns the compiled rule for src, from the cache or compiled now
 // (and cached). A load error is returned as is.
@@ -382,15 +399,15 @@ func normalizeResult(res *policy.Result) *policy.Result {
 // begin reads a request's body, admits the request (429 when too many
 // wait) and decodes the body, which must hold "policy" (single) or
 // "policies" (batch). The body is read before admission, so slow senders
-// hold no place in the pool. The caller calls done when the request is
-// over.
-func (c *checker) begin(w http.ResponseWriter, r *http.Request, single bool) (req *checkRequest, done func(), err error) {
+// hold no place in the pool. Unless it fails, the caller calls c.leave
+// when the request is over.
+func (c *checker) begin(w http.ResponseWriter, r *http.Request, single bool) (req *checkRequest, err error) {
 	body, err := c.readCheck(w, r)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if done, err = c.admit(); err != nil {
-		return nil, nil, err
+	if err = c.admit(); err != nil {
+		return nil, err
 	}
 	switch req, err = parseCheck(body); {
 	case err != nil:
@@ -400,28 +417,27 @@ func (c *checker) begin(w http.ResponseWriter, r *http.Request, single bool) (re
 		err = badRequest("policies is required: a list of rule texts")
 	}
 	if err != nil {
-		done()
-		return nil, nil, err
+		c.leave()
+		return nil, err
 	}
-	return req, done, nil
+	return req, nil
 }
 
 // handleCheck serves POST /api/v1/policy/check.
 func (c *checker) handleCheck(w http.ResponseWriter, r *http.Request, _ *principal) error {
-	req, done, err := c.begin(w, r, true)
+	req, err := c.begin(w, r, true)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer c.leave()
 	in, err := decodeInput(req)
 	if err != nil {
 		return err
 	}
-	release, err := c.slot(r.Context())
-	if err != nil {
+	if err := c.slot(r.Context()); err != nil {
 		return err
 	}
-	defer release()
+	defer c.release()
 	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
 	defer cancel()
 	res, ae := c.evaluate(ctx, *req.policy, in)
@@ -437,15 +453,32 @@ func (c *checker) handleCheck(w http.ResponseWriter, r *http.Request, _ *princip
 // that marshals itself (the events in args and kwargs), which was a fifth
 // of a check's time.
 func writeResult(w http.ResponseWriter, res *policy.Result) error {
-	buf, err := appendResult(make([]byte, 0, 4096), res)
+	bp := resultBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledResult {
+			resultBufs.Put(bp)
+		}
+	}()
+	buf, err := appendResult((*bp)[:0], res)
+	*bp = buf
 	if err != nil {
 		return fmt.Errorf("encode check result: %w", err)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	// With its length declared the body goes out as is, not chunked.
+	h.Set("Content-Length", strconv.Itoa(len(buf)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf)
 	return nil
 }
+
+// resultBufs are the buffers writeResult encodes into: the response is
+// copied out by Write, so a buffer serves the next request. Buffers
+// larger than maxPooledResult are left to the collector.
+var resultBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxPooledResult = 256 << 10
 
 // appendResult appends the JSON of res and a newline to buf.
 func appendResult(buf []byte, res *policy.Result) ([]byte, error) {
@@ -457,7 +490,7 @@ func appendResult(buf []byte, res *policy.Result) ([]byte, error) {
 			buf = append(buf, ',')
 		}
 		buf = append(buf, `{"key":`...)
-		buf = appendJSON(buf, v.Key, &err)
+		buf = appendString(buf, v.Key, &err)
 		buf = append(buf, `,"args":`...)
 		if v.Args == nil {
 			buf = append(buf, "null"...)
@@ -501,6 +534,8 @@ func appendValue(buf []byte, v any, errp *error) []byte {
 		return strconv.AppendBool(buf, x)
 	case int64:
 		return strconv.AppendInt(buf, x, 10)
+	case string:
+		return appendString(buf, x, errp)
 	case []any:
 		if x == nil {
 			return append(buf, "null"...)
@@ -519,13 +554,24 @@ func appendValue(buf []byte, v any, errp *error) []byte {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendJSON(buf, kv.Key, errp)
+			buf = appendString(buf, kv.Key, errp)
 			buf = append(buf, ':')
 			buf = appendValue(buf, kv.Value, errp)
 		}
 		return append(buf, '}')
 	}
 	return appendJSON(buf, v, errp)
+}
+
+// appendString appends the JSON of s without HTML escaping, as
+// appendJSON does, without boxing s when it needs no escapes.
+func appendString(buf []byte, s string, errp *error) []byte {
+	if plainASCII(s) {
+		buf = append(buf, '"')
+		buf = append(buf, s...)
+		return append(buf, '"')
+	}
+	return appendJSON(buf, s, errp)
 }
 
 // appendJSON appends the JSON of v without HTML escaping; a value that
@@ -536,9 +582,7 @@ func appendJSON(buf []byte, v any, errp *error) []byte {
 	switch x := v.(type) {
 	case string:
 		if plainASCII(x) {
-			buf = append(buf, '"')
-			buf = append(buf, x...)
-			return append(buf, '"')
+			return appendString(buf, x, errp)
 		}
 	case []string:
 		if x == nil {
@@ -549,7 +593,7 @@ func appendJSON(buf []byte, v any, errp *error) []byte {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendJSON(buf, e, errp)
+			buf = appendString(buf, e, errp)
 		}
 		return append(buf, ']')
 	}
@@ -584,11 +628,11 @@ type batchEntry struct {
 // the same messages, concurrently within the pool; a policy that fails to
 // load or run is an entry with success false.
 func (c *checker) handleCheckBatch(w http.ResponseWriter, r *http.Request, _ *principal) error {
-	req, done, err := c.begin(w, r, false)
+	req, err := c.begin(w, r, false)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer c.leave()
 	in, err := decodeInput(req)
 	if err != nil {
 		return err
@@ -625,14 +669,14 @@ func (c *checker) handleCheckBatch(w http.ResponseWriter, r *http.Request, _ *pr
 func (c *checker) batchOne(ctx context.Context, src string, in *checkInput) batchEntry {
 	var ae *Error
 	var res *policy.Result
-	if release, err := c.slot(ctx); err != nil {
+	if err := c.slot(ctx); err != nil {
 		ae = toAPIError(err)
 		if errors.Is(err, context.DeadlineExceeded) {
 			ae = c.analysisError(ctx, &policy.AnalysisError{Code: policy.ErrCancelled, Msg: err.Error()})
 		}
 	} else {
 		res, ae = c.evaluate(ctx, src, in)
-		release()
+		c.release()
 	}
 	if ae != nil {
 		return batchEntry{Policy: src, ErrorMessage: ae.Detail, Errors: []policy.Violation{}, Failures: []policy.Failure{}, Warnings: []string{}}
@@ -644,16 +688,15 @@ func (c *checker) batchOne(ctx context.Context, src string, in *checkInput) batc
 // The success body has no "errors" key, which RemotePolicy reads as a
 // failure.
 func (c *checker) handleLoad(w http.ResponseWriter, r *http.Request, _ *principal) error {
-	req, done, err := c.begin(w, r, true)
+	req, err := c.begin(w, r, true)
 	if err != nil {
 		return err
 	}
-	defer done()
-	release, err := c.slot(r.Context())
-	if err != nil {
+	defer c.leave()
+	if err := c.slot(r.Context()); err != nil {
 		return err
 	}
-	defer release()
+	defer c.release()
 	if _, err := c.rule(*req.policy); err != nil {
 		return loadError(err)
 	}

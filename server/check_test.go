@@ -693,7 +693,13 @@ func BenchmarkCheckAPI(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			hc := ts.Client()
+			// A keep-alive client that sends each request in one write
+			// (the default 4 KiB buffer splits the 13 KB body into
+			// several) and reuses its response buffer.
+			tr := &http.Transport{WriteBufferSize: 64 << 10, MaxIdleConnsPerHost: 1}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr}
+			var out bytes.Buffer
 			send := func() {
 				req, _ := http.NewRequest("POST", ts.URL+"/api/v1/policy/check", bytes.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+adminKey)
@@ -702,7 +708,7 @@ func BenchmarkCheckAPI(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var out bytes.Buffer
+				out.Reset()
 				_, _ = out.ReadFrom(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != 200 || !bytes.Contains(out.Bytes(), []byte(`"errors":[{`)) {
@@ -935,4 +941,119 @@ func TestCheckHostileBudgets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckRequestMetrics: the request counter and duration histogram of
+// the check route, whose cells handle keeps after the first request,
+// count every request under its status code.
+func TestCheckRequestMetrics(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	body := `{"messages": [{"role": "user", "content": "hi"}], "policy": "raise \"p\" if:\n    (m: Message)\n"}`
+	for range 3 {
+		if st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, body); st != 200 {
+			t.Fatalf("check: %d %s", st, out)
+		}
+	}
+	if st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, `{"messages": []}`); st != 400 {
+		t.Fatalf("check without policy: %d %s", st, out)
+	}
+	_, out := ts.do(t, "GET", "/api/v1/metrics", adminKey, nil)
+	for _, want := range []string{
+		`vigil_http_requests_total{route="/api/v1/policy/check",method="POST",code="200"} 3` + "\n",
+		`vigil_http_requests_total{route="/api/v1/policy/check",method="POST",code="400"} 1` + "\n",
+		`vigil_http_request_duration_seconds_count{route="/api/v1/policy/check"} 4` + "\n",
+		`vigil_http_request_duration_seconds_bucket{route="/api/v1/policy/check",le="+Inf"} 4` + "\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// TestCheckAdminKeyCache: the check routes take a cached admin-scope key
+// without reloading its user, but an admin route still reloads it, so a
+// user disabled behind the cache's back (another process) loses admin
+// routes at once.
+func TestCheckAdminKeyCache(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	ctx := context.Background()
+	body := `{"messages": [{"role": "user", "content": "hi"}], "policy": "raise \"p\" if:\n    (m: Message)\n"}`
+	if st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, body); st != 200 {
+		t.Fatalf("check: %d %s", st, out)
+	}
+	k, err := ts.st.GetAPIKeyByHash(ctx, store.HashKey(adminKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	if _, err := ts.st.UpdateUser(ctx, k.OwnerID, store.UserUpdate{Disabled: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	if st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, body); st != 200 {
+		t.Errorf("check with the cached key: %d %s", st, out)
+	}
+	if st, out := ts.do(t, "GET", "/api/v1/users", adminKey, nil); st != 401 {
+		t.Errorf("admin route after the user was disabled: %d %s, want 401", st, out)
+	}
+	if st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, body); st != 401 {
+		t.Errorf("check after the admin route dropped the key: %d %s, want 401", st, out)
+	}
+}
+
+// TestCheckConcurrentResults: results encoded into pooled buffers by
+// concurrent requests each come out whole, a long one and a short one
+// alike, the same bytes as when sent alone.
+func TestCheckConcurrentResults(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	msgs := benchCheckTrace(t)
+	var bodies []string
+	for _, src := range []string{
+		"raise \"each\" if:\n    (m: Message)\n",
+		"raise \"tools\" if:\n    (c: ToolCall)\n    c.function.name == \"send_email\"\n",
+	} {
+		b, err := json.Marshal(map[string]any{"messages": json.RawMessage(msgs), "policy": src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, string(b))
+	}
+	want := make([][]byte, len(bodies))
+	for i, b := range bodies {
+		st, out := ts.do(t, "POST", "/api/v1/policy/check", adminKey, b)
+		if st != 200 {
+			t.Fatalf("check %d: %d %s", i, st, out)
+		}
+		want[i] = out
+	}
+	if len(want[0]) == len(want[1]) {
+		t.Fatalf("the two results should differ in length: %d", len(want[0]))
+	}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 10 {
+				i := (g + j) % len(bodies)
+				req, err := http.NewRequest("POST", ts.URL+"/api/v1/policy/check", strings.NewReader(bodies[i]))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.Header.Set("Authorization", "Bearer "+adminKey)
+				resp, err := ts.Client().Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				out, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || !bytes.Equal(out, want[i]) {
+					t.Errorf("check %d in goroutine %d: %d %v, %d bytes, want %d", i, g, resp.StatusCode, err, len(out), len(want[i]))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -111,11 +111,21 @@ func (m *Metrics) histogram(name, help string, buckets []float64, labels ...stri
 // Add adds n to the counter family name with the given label values (in
 // the order the family declared them). Unknown families are ignored.
 func (m *Metrics) Add(name string, n uint64, labelValues ...string) {
+	if v := m.counterCell(name, labelValues...); v != nil {
+		v.Add(n)
+	}
+}
+
+// counterCell returns the value of counter family name with the given
+// label values, created at zero if need be (it then shows in Write); nil
+// for an unknown family. A caller that counts often keeps the cell and
+// adds to it, saving Add's lookups.
+func (m *Metrics) counterCell(name string, labelValues ...string) *atomic.Uint64 {
 	m.mu.Lock()
 	c := m.counters[name]
 	m.mu.Unlock()
 	if c == nil {
-		return
+		return nil
 	}
 	key := strings.Join(labelValues, "\xff")
 	c.mu.Lock()
@@ -125,16 +135,25 @@ func (m *Metrics) Add(name string, n uint64, labelValues ...string) {
 		c.vals[key] = v
 	}
 	c.mu.Unlock()
-	v.Add(n)
+	return v
 }
 
 // Observe records value in the histogram family name.
 func (m *Metrics) Observe(name string, value float64, labelValues ...string) {
+	if v, buckets := m.histCell(name, labelValues...); v != nil {
+		v.observe(buckets, value)
+	}
+}
+
+// histCell returns the histogram of family name with the given label
+// values, created empty if need be, and the family's buckets; nil for an
+// unknown family.
+func (m *Metrics) histCell(name string, labelValues ...string) (*histogram, []float64) {
 	m.mu.Lock()
 	h := m.hists[name]
 	m.mu.Unlock()
 	if h == nil {
-		return
+		return nil, nil
 	}
 	key := strings.Join(labelValues, "\xff")
 	h.mu.Lock()
@@ -144,14 +163,19 @@ func (m *Metrics) Observe(name string, value float64, labelValues ...string) {
 		h.vals[key] = v
 	}
 	h.mu.Unlock()
-	i := sort.SearchFloat64s(h.buckets, value)
-	v.mu.Lock()
-	if i < len(v.counts) {
-		v.counts[i]++
+	return v, h.buckets
+}
+
+// observe records value in h, whose family has these buckets.
+func (h *histogram) observe(buckets []float64, value float64) {
+	i := sort.SearchFloat64s(buckets, value)
+	h.mu.Lock()
+	if i < len(h.counts) {
+		h.counts[i]++
 	}
-	v.sum += value
-	v.count++
-	v.mu.Unlock()
+	h.sum += value
+	h.count++
+	h.mu.Unlock()
 }
 
 // Write writes every family in the text exposition format.

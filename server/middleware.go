@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigilhq/vigil/store"
@@ -58,6 +59,17 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, a access, h handlerF
 		route = path
 	}
 	method, _, _ := strings.Cut(pattern, " ")
+	// The admin reload of the caller's user is needed by admin routes and
+	// by handlers that read the caller; callerUnused lists the others.
+	fresh := a == accessAdmin || !callerUnused[pattern]
+	// The route's 200 counter and its duration histogram, looked up on the
+	// first request (a cell shows in /metrics once created) and kept.
+	var ok200 atomic.Pointer[atomic.Uint64]
+	type histCell struct {
+		h       *histogram
+		buckets []float64
+	}
+	var durations atomic.Pointer[histCell]
 	mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
@@ -66,10 +78,25 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, a access, h handlerF
 			if !sw.written {
 				code = http.StatusOK
 			}
-			s.metrics.Add("vigil_http_requests_total", 1, route, method, strconv.Itoa(code))
-			s.metrics.Observe("vigil_http_request_duration_seconds", time.Since(start).Seconds(), route)
+			if code == http.StatusOK {
+				c := ok200.Load()
+				if c == nil {
+					c = s.metrics.counterCell("vigil_http_requests_total", route, method, "200")
+					ok200.Store(c)
+				}
+				c.Add(1)
+			} else {
+				s.metrics.Add("vigil_http_requests_total", 1, route, method, strconv.Itoa(code))
+			}
+			d := durations.Load()
+			if d == nil {
+				d = &histCell{}
+				d.h, d.buckets = s.metrics.histCell("vigil_http_request_duration_seconds", route)
+				durations.Store(d)
+			}
+			d.h.observe(d.buckets, time.Since(start).Seconds())
 		}()
-		err := s.serveAuthed(sw, r, a, h)
+		err := s.serveAuthed(sw, r, a, fresh, h)
 		if err != nil {
 			if sw.written {
 				// Too late for an error body (a stream broke). Returning
@@ -84,11 +111,13 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, a access, h handlerF
 	}))
 }
 
-func (s *Server) serveAuthed(w http.ResponseWriter, r *http.Request, a access, h handlerFunc) error {
+// serveAuthed authenticates r, checks that the caller may make it and
+// calls h; fresh is authenticateFor's.
+func (s *Server) serveAuthed(w http.ResponseWriter, r *http.Request, a access, fresh bool, h handlerFunc) error {
 	if a == accessNone {
 		return h(w, r, nil)
 	}
-	p, err := s.authenticate(r)
+	p, err := s.authenticateFor(r, fresh)
 	if err != nil {
 		return err
 	}
