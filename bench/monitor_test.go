@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,7 +15,6 @@ import (
 	"time"
 
 	_ "github.com/vigilhq/vigil/detect" // the rules call secrets(); loading them checks it is registered
-	"github.com/vigilhq/vigil/internal/pgtest"
 	"github.com/vigilhq/vigil/internal/tracegen"
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/store"
@@ -97,33 +94,10 @@ func BenchmarkServePushMonitored(b *testing.B) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		for _, mode := range []string{"plain", "guardrails5"} {
 			b.Run(backend+"/"+mode, func(b *testing.B) {
-				var extra []string
-				dsn := ""
-				if backend == "postgres" {
-					if os.Getenv("VIGIL_TEST_POSTGRES") == "" {
-						b.Skip("VIGIL_TEST_POSTGRES unset")
-					}
-					dsn = pgtest.DSN(b)
-					extra = append(extra, "--db", dsn)
-				}
-				data := filepath.Join(b.TempDir(), "data")
-				p := startServe(b, bin, data, extra...)
+				p, data, dsn := startBackend(b, bin, backend)
 				body := pushBody(100, 20)
 				hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-				send := func() {
-					req, _ := http.NewRequest("POST", p.url+"/api/v1/push/trace", bytes.NewReader(body))
-					req.Header.Set("Authorization", "Bearer "+benchKey)
-					resp, err := hc.Do(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						b.Errorf("push: %d", resp.StatusCode)
-					}
-				}
+				send := pushSender(b, hc, p.url, body)
 				send() // creates the dataset
 				st := monitorStore(b, data, dsn)
 				if mode == "guardrails5" {
@@ -175,17 +149,7 @@ func BenchmarkMonitorLatency(b *testing.B) {
 	bin := buildVigil(b, dir)
 	for _, backend := range []string{"sqlite", "postgres"} {
 		b.Run(backend, func(b *testing.B) {
-			var extra []string
-			dsn := ""
-			if backend == "postgres" {
-				if os.Getenv("VIGIL_TEST_POSTGRES") == "" {
-					b.Skip("VIGIL_TEST_POSTGRES unset")
-				}
-				dsn = pgtest.DSN(b)
-				extra = append(extra, "--db", dsn)
-			}
-			data := filepath.Join(b.TempDir(), "data")
-			p := startServe(b, bin, data, extra...)
+			p, data, dsn := startBackend(b, bin, backend)
 			run := tracegen.GuardrailRun(19)
 			run = append(run, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "x", "type": "function",
 				"function": map[string]any{"name": "send_email", "arguments": map[string]any{"to": "someone@evil.example", "body": "hi"}}}}})

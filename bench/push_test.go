@@ -56,32 +56,12 @@ func BenchmarkServePush(b *testing.B) {
 	body := pushBody(100, 20)
 	for _, backend := range []string{"sqlite", "postgres"} {
 		b.Run(backend, func(b *testing.B) {
-			var extra []string
-			if backend == "postgres" {
-				if os.Getenv("VIGIL_TEST_POSTGRES") == "" {
-					b.Skip("VIGIL_TEST_POSTGRES unset")
-				}
-				extra = append(extra, "--db", pgtest.DSN(b))
-			}
-			p := startServe(b, bin, filepath.Join(b.TempDir(), "data"), extra...)
+			p, _, _ := startBackend(b, bin, backend)
 			const clients = 4
 			tr := &http.Transport{MaxIdleConnsPerHost: clients}
 			defer tr.CloseIdleConnections()
 			hc := &http.Client{Transport: tr}
-			send := func() {
-				req, _ := http.NewRequest("POST", p.url+"/api/v1/push/trace", bytes.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+benchKey)
-				resp, err := hc.Do(req)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Errorf("push: %d", resp.StatusCode)
-				}
-			}
+			send := pushSender(b, hc, p.url, body)
 			send() // creates the dataset
 			b.SetBytes(int64(len(body)))
 			b.ResetTimer()
@@ -119,5 +99,43 @@ func BenchmarkServePush(b *testing.B) {
 			b.ReportMetric(events/(b.Elapsed().Seconds()+time.Since(t0).Seconds()), "searchable-events/s")
 			b.ReportMetric(float64((procCPU(p.cmd.Process.Pid)-cpu).Nanoseconds())/1e3/events, "searchable-cpu-µs/event")
 		})
+	}
+}
+
+// startBackend starts the built binary on a fresh data directory, on
+// SQLite or, for "postgres", on a fresh schema of VIGIL_TEST_POSTGRES
+// (skipping when it is unset). It returns the process, the data directory
+// and the PostgreSQL DSN ("" for SQLite).
+func startBackend(b *testing.B, bin, backend string) (*serveProc, string, string) {
+	b.Helper()
+	var extra []string
+	dsn := ""
+	if backend == "postgres" {
+		if os.Getenv("VIGIL_TEST_POSTGRES") == "" {
+			b.Skip("VIGIL_TEST_POSTGRES unset")
+		}
+		dsn = pgtest.DSN(b)
+		extra = append(extra, "--db", dsn)
+	}
+	data := filepath.Join(b.TempDir(), "data")
+	return startServe(b, bin, data, extra...), data, dsn
+}
+
+// pushSender returns a function that pushes body to url with hc and fails
+// the benchmark on an error or a status other than 200.
+func pushSender(b *testing.B, hc *http.Client, url string, body []byte) func() {
+	return func() {
+		req, _ := http.NewRequest("POST", url+"/api/v1/push/trace", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+benchKey)
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Errorf("push: %d", resp.StatusCode)
+		}
 	}
 }
