@@ -111,7 +111,12 @@ func (s *Server) authenticateFor(r *http.Request, fresh bool) (*principal, error
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
 		return nil, errInvalidKey
 	}
-	key = strings.TrimSpace(key)
+	return s.authenticateKey(r.Context(), strings.TrimSpace(key), fresh)
+}
+
+// authenticateKey resolves a plaintext API key (authenticateFor's work
+// after the header is parsed); fresh is authenticateFor's.
+func (s *Server) authenticateKey(ctx context.Context, key string, fresh bool) (*principal, error) {
 	hash := store.HashKey(key)
 	now := s.now()
 	if v, ok := s.authCache.Load(hash); ok {
@@ -120,11 +125,11 @@ func (s *Server) authenticateFor(r *http.Request, fresh bool) (*principal, error
 			if c.p.Key.Scope != store.ScopeAdmin || !fresh {
 				return c.p, nil
 			}
-			return s.refreshAdmin(r.Context(), hash, c.p)
+			return s.refreshAdmin(ctx, hash, c.p)
 		}
 		s.authCache.Delete(hash)
 	}
-	k, err := s.st.GetAPIKeyByHash(r.Context(), hash)
+	k, err := s.st.GetAPIKeyByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errInvalidKey
 	}
@@ -134,7 +139,7 @@ func (s *Server) authenticateFor(r *http.Request, fresh bool) (*principal, error
 	if k.RevokedAt != nil || (k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)) {
 		return nil, errInvalidKey
 	}
-	u, err := s.st.GetUser(r.Context(), k.OwnerID)
+	u, err := s.st.GetUser(ctx, k.OwnerID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errInvalidKey
 	}
@@ -149,7 +154,7 @@ func (s *Server) authenticateFor(r *http.Request, fresh bool) (*principal, error
 	if k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= time.Minute {
 		c.lastTouch = now
 		// Best effort: a failed touch must not fail the request.
-		if err := s.st.TouchAPIKey(context.WithoutCancel(r.Context()), k.ID, now); err != nil {
+		if err := s.st.TouchAPIKey(context.WithoutCancel(ctx), k.ID, now); err != nil {
 			s.log.Warn("touch API key", "key_id", k.ID, "err", err)
 		}
 	}

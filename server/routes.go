@@ -130,9 +130,10 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /v1/sessions/{id}/verify", accessRead, s.handleSDKSessionVerify)
 	s.handle(mux, "POST /v1/receipts", accessIngest, s.idempotent(s.maxJSON, s.handleSDKReceipts))
 
-	// Unknown API paths get a JSON 404 (the UI will own the rest).
+	// Unknown API paths get a JSON 404; the rest goes to the handler
+	// mounted at "/" (the web UI), or gets the same JSON 404 without one.
 	s.handle(mux, "/api/", accessNone, s.handleAPINotFound)
-	s.handle(mux, "/", accessNone, s.handleAPINotFound)
+	mux.Handle("/", http.HandlerFunc(s.serveRoot))
 }
 
 func (s *Server) handleAPINotFound(w http.ResponseWriter, r *http.Request, _ *principal) error {

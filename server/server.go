@@ -40,6 +40,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigilhq/vigil/ingest"
@@ -151,6 +152,9 @@ type Server struct {
 	feed     *guardrailFeed
 
 	indexer *searchIndexer // searchindex.go
+
+	mux  *http.ServeMux               // the route table; Mount adds to it
+	root atomic.Pointer[http.Handler] // mounted at "/" (extend.go)
 }
 
 // New returns a Server for cfg.
@@ -195,9 +199,9 @@ func New(cfg Config) (*Server, error) {
 	s.budget.limit = max(cmp.Or(cfg.MaxInflightBodyBytes, DefaultMaxInflightBodyBytes), s.maxJSON+2*bodyChunk)
 	s.startGuardrails()
 	s.startSearchIndexer()
-	mux := http.NewServeMux()
-	s.routes(mux)
-	s.handler = s.accessLog(s.cors(s.admitMiddleware(s.recoverMiddleware(mux))))
+	s.mux = http.NewServeMux()
+	s.routes(s.mux)
+	s.handler = s.accessLog(s.cors(s.admitMiddleware(s.recoverMiddleware(s.mux))))
 	return s, nil
 }
 
