@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/vigilhq/vigil/ingest"
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/trace"
 )
@@ -40,7 +40,7 @@ const (
 )
 
 // imageLinkRx matches a link the ingest wrote: trace id, hash, extension.
-var imageLinkRx = regexp.MustCompile(`^/api/v1/trace/image/[^/]+/([^/]+)/([0-9a-f]{64})(?:\.[a-z0-9]+)?$`)
+var imageLinkRx = lazyregexp.New(`^/api/v1/trace/image/[^/]+/([^/]+)/([0-9a-f]{64})(?:\.[a-z0-9]+)?$`)
 
 // badRequestAt is a 400 naming the JSON path of the bad value.
 func badRequestAt(path, format string, args ...any) *Error {
