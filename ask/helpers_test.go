@@ -2,6 +2,7 @@ package ask_test
 
 import (
 	"crypto/sha256"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -34,3 +35,5 @@ func ulidFor(name string, k int) string {
 	id[0] = 1
 	return id.String()
 }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
