@@ -198,4 +198,3 @@ func clip(s string, n int) string {
 	}
 	return string(r[:n]) + "…"
 }
-
