@@ -30,9 +30,10 @@ const AskDataset = "vigil-ask"
 // Search and ranking limits.
 const (
 	searchLimit       = 50  // traces per search
-	maxFindings       = 200 // findings looked at
+	maxFindings       = 100 // findings looked at (critical first)
 	maxPerTermInTrace = 5   // highlights of one term in one trace
 	maxToolDatasets   = 50  // datasets whose tool names are read
+	strictEnough      = 10  // traces matching every term that make the any-term search unneeded
 )
 
 // item is one piece of evidence being ranked.
@@ -164,7 +165,11 @@ func (col *collector) search(ctx context.Context) error {
 	} else {
 		queries = append(queries, main)
 	}
+	strictHits := 0
 	for k, q := range queries {
+		if k > 0 && k == len(queries)-1 && p.strictQuery() != "" && strictHits >= strictEnough {
+			break // every term matched in enough traces: the any-term search adds only weaker ones
+		}
 		req := store.SearchRequest{Query: q, Order: store.OrderTimeCreatedDesc, Limit: searchLimit,
 			WithMessages: true, NoTotal: true, Now: col.sc.now}
 		col.s.srv.SearchScope(col.c, &req)
@@ -189,6 +194,7 @@ func (col *collector) search(ctx context.Context) error {
 			ht := col.addTrace(t)
 			if k == 0 && len(queries) > 1 && p.strictQuery() != "" {
 				ht.score += 0.5 // every term matched
+				strictHits++
 			}
 			col.traceItems(ht)
 		}
@@ -481,7 +487,7 @@ func (col *collector) findings(ctx context.Context) error {
 	st := col.s.srv.Store()
 	var fs []*store.Finding
 	var err error
-	switch f := (store.FindingFilter{Limit: maxFindings}); {
+	switch f := (store.FindingFilter{Limit: maxFindings, ReviewOrder: true}); {
 	case col.sc.traceID != "":
 		f.RunID = col.sc.traceID
 		fs, err = st.ListFindings(ctx, f)

@@ -111,6 +111,11 @@ func MakePlan(question string, tools []string, now time.Time) (*Plan, error) {
 			}
 		case t.filter:
 			p.Filters = appendNew(p.Filters, t.text)
+			if q, err := search.Parse(t.text); err == nil {
+				if tf, ok := q.Root.(*search.Tool); ok && utf8.RuneCountInString(tf.Name) >= 3 && !strings.Contains(tf.Name, "*") {
+					p.Tools = appendNew(p.Tools, tf.Name) // its filter and text driver follow
+				}
+			}
 		default:
 			words = append(words, t.text)
 		}
@@ -168,6 +173,11 @@ func MakePlan(question string, tools []string, now time.Time) (*Plan, error) {
 			w = st // a substring search: "invoic" finds invoice and invoices
 		}
 		p.Terms = appendNew(p.Terms, w)
+	}
+	if len(p.Terms) == 0 && len(p.Phrases) == 0 && len(p.Tools) == 0 {
+		// Only tool-name words ("which refunds?"): search the tools'
+		// names.
+		p.Terms = append(p.Terms, p.ToolHints...)
 	}
 	// Most specific first: longer terms are rarer.
 	slices.SortStableFunc(p.Terms, func(a, b string) int { return utf8.RuneCountInString(b) - utf8.RuneCountInString(a) })
@@ -349,6 +359,11 @@ func (p *Plan) matchTools(w []string, used []bool, tools []string) {
 				owner, n = tool, n+1
 			}
 		}
+		if n > 0 {
+			// Tool-name words are in every call of the tool: as search
+			// terms they would match much and mean little.
+			used[i] = true
+		}
 		if n == 1 && !slices.Contains(p.Tools, owner) {
 			p.ToolHints = appendNew(p.ToolHints, owner)
 		}
@@ -362,6 +377,11 @@ func (p *Plan) matchTools(w []string, used []bool, tools []string) {
 	}
 	for _, t := range p.Tools {
 		p.Filters = appendNew(p.Filters, "tool:"+quoteValue(t))
+		if utf8.RuneCountInString(t) >= 3 && !strings.Contains(t, "*") {
+			// The name as text too: the stores drive a search from a
+			// text term's index and only verify the tool: filter.
+			p.Filters = appendNew(p.Filters, strconv.Quote(t))
+		}
 	}
 }
 

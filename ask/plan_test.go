@@ -73,14 +73,15 @@ func TestPlanCases(t *testing.T) {
 		excl    []string
 		roles   []string
 	}{
-		{q: "which runs sent e-mail outside example.com?", filters: []string{"tool:send_email"}, tools: []string{"send_email"}, excl: []string{"example.com"}},
-		{q: "did any run use the bash tool?", filters: []string{"tool:bash"}, tools: []string{"bash"}},
+		{q: "which runs sent e-mail outside example.com?", filters: []string{"tool:send_email", `"send_email"`}, tools: []string{"send_email"}, excl: []string{"example.com"}},
+		{q: "did any run use the bash tool?", filters: []string{"tool:bash", `"bash"`}, tools: []string{"bash"}},
 		{q: "what did the assistant say about Lisbon?", terms: []string{"lisbon"}, roles: []string{"assistant"}},
-		{q: "runs that called my_custom_tool", filters: []string{"tool:my_custom_tool"}, tools: []string{"my_custom_tool"}},
-		{q: "who read /etc/passwd?", terms: []string{"/etc/passwd", "read"}},
-		{q: "which runs ran bash in the last 2 days?", filters: []string{"after:-2d", "tool:bash"}, tools: []string{"bash"}},
+		{q: "runs that called my_custom_tool", filters: []string{"tool:my_custom_tool", `"my_custom_tool"`}, tools: []string{"my_custom_tool"}},
+		{q: "who read /etc/passwd?", terms: []string{"/etc/passwd"}},
+		{q: "which runs ran bash in the last 2 days?", filters: []string{"after:-2d", "tool:bash", `"bash"`}, tools: []string{"bash"}},
 		{q: "yesterday", filters: []string{"after:2026-11-19", "before:2026-11-20"}},
-		{q: `"order 10422" refunded`, terms: []string{"refund"}},
+		{q: `"order 10422" refunded`},
+		{q: "which refunds?", terms: []string{"issue_refund"}},
 	}
 	for _, tt := range tests {
 		p, err := MakePlan(tt.q, planTools, planNow)
