@@ -231,6 +231,15 @@ func (s *Service) checkAnswer(ctx context.Context, c *server.Caller, sc *scope, 
 			ans.Dropped = append(ans.Dropped, cit)
 			continue
 		}
+		if ct := traces[cit.TraceID]; ct != nil && ct.t != nil {
+			cit.TraceIndex = ct.t.Index
+			if d, err := s.srv.Store().GetDataset(ctx, ct.t.DatasetID); err == nil {
+				cit.Dataset = d.Name
+				if u, err := s.srv.Store().GetUser(ctx, d.OwnerID); err == nil {
+					cit.DatasetUser = u.Username
+				}
+			}
+		}
 		ans.Citations = append(ans.Citations, cit)
 		renum[i+1] = len(ans.Citations)
 	}

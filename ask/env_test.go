@@ -42,12 +42,18 @@ type env struct {
 // to testNow).
 func newEnv(t testing.TB, cfg ask.Config) *env {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "vigil.db"), &sqlite.Options{Synchronous: "NORMAL"})
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), &sqlite.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return newEnvOn(t, cfg, st)
+}
+
+// newEnvOn is newEnv on store st.
+func newEnvOn(t testing.TB, cfg ask.Config, st store.Store) *env {
+	t.Helper()
+	ctx := context.Background()
 	if _, err := server.Bootstrap(ctx, st, server.BootstrapOptions{EnvKey: adminKey}); err != nil {
 		t.Fatal(err)
 	}

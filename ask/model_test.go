@@ -64,7 +64,8 @@ func TestModelAnswerChecked(t *testing.T) {
 	if ans.Mode != "model" || ans.Refused {
 		t.Fatalf("mode %s refused %v note %q", ans.Mode, ans.Refused, ans.Note)
 	}
-	if len(ans.Citations) != 1 || ans.Citations[0].Quote != "eve.leak@gmail.com" {
+	if len(ans.Citations) != 1 || ans.Citations[0].Quote != "eve.leak@gmail.com" || ans.Citations[0].Dataset != "agents" ||
+		ans.Citations[0].DatasetUser != "admin" {
 		t.Fatalf("citations %+v, want the one valid citation", ans.Citations)
 	}
 	if ans.UnsupportedClaims != 3 || len(ans.Dropped) != 3 {

@@ -11,7 +11,9 @@ import (
 	"testing"
 
 	"github.com/vigilhq/vigil/ask"
+	"github.com/vigilhq/vigil/internal/pgtest"
 	"github.com/vigilhq/vigil/server"
+	"github.com/vigilhq/vigil/store/postgres"
 )
 
 var verbose = flag.Bool("ask.verbose", false, "print each question's evidence")
@@ -43,7 +45,21 @@ func covers(g, ev string) bool {
 // reports recall@10 and precision@3 (the share of the first three
 // evidence items that cite inside a gold address).
 func TestQuestionSet(t *testing.T) {
-	e := newEnv(t, ask.Config{})
+	runQuestionSet(t, newEnv(t, ask.Config{}))
+}
+
+// TestQuestionSetPostgres runs the question set on PostgreSQL (skipped
+// without VIGIL_TEST_POSTGRES).
+func TestQuestionSetPostgres(t *testing.T) {
+	st, err := postgres.Open(context.Background(), pgtest.DSN(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	runQuestionSet(t, newEnvOn(t, ask.Config{}, st))
+}
+
+func runQuestionSet(t *testing.T, e *env) {
 	e.seed(t, e.admin, "agents")
 	b, err := os.ReadFile(filepath.Join("testdata", "questions.json"))
 	if err != nil {

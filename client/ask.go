@@ -36,10 +36,13 @@ type AskEvidence struct {
 // AskCitation is a citation of a model answer; Reason is set on dropped
 // ones.
 type AskCitation struct {
-	TraceID string `json:"trace_id"`
-	Address string `json:"address"`
-	Quote   string `json:"quote"`
-	Reason  string `json:"reason,omitempty"`
+	TraceID     string `json:"trace_id"`
+	Address     string `json:"address"`
+	Quote       string `json:"quote"`
+	Reason      string `json:"reason,omitempty"`
+	Dataset     string `json:"dataset,omitempty"`
+	DatasetUser string `json:"dataset_user,omitempty"`
+	TraceIndex  int64  `json:"trace_index,omitempty"`
 }
 
 // AskToolCall is one tool call the model made.

@@ -60,6 +60,11 @@ type AskCitation struct {
 	Address string `json:"address"`
 	Quote   string `json:"quote"`
 	Reason  string `json:"reason,omitempty"`
+	// Dataset, DatasetUser and TraceIndex locate a valid citation's
+	// trace for links, as in AskEvidence.
+	Dataset     string `json:"dataset,omitempty"`
+	DatasetUser string `json:"dataset_user,omitempty"`
+	TraceIndex  int64  `json:"trace_index,omitempty"`
 }
 
 // AskToolCall is one tool call the model made, as it was executed.
