@@ -60,18 +60,6 @@ func (s *Server) DatasetFor(ctx context.Context, c *Caller, ref string) (*store.
 	return d, markNotFound(err)
 }
 
-// AnnotationsOf returns the annotations of trace t (its messages loaded)
-// as GET …/annotations serves them: stored ones plus the findings served
-// as guardrails-error and mcp-pin annotations, by time created. The
-// caller must have checked read access to t (TraceFor).
-func (s *Server) AnnotationsOf(ctx context.Context, t *store.Trace) ([]*store.Annotation, error) {
-	anns, err := s.st.ListAnnotations(ctx, t.ID, nil)
-	if err != nil {
-		return nil, err
-	}
-	return s.withFindings(ctx, t, anns, nil)
-}
-
 // markNotFound makes a 404 *Error match store.ErrNotFound.
 func markNotFound(err error) error {
 	var e *Error
