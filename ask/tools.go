@@ -159,12 +159,13 @@ func (tb *toolbox) datasetName(ctx context.Context, id string) string {
 	return n
 }
 
-// traceFor loads a trace the caller may read inside the question's scope.
-func (tb *toolbox) traceFor(ctx context.Context, id string) (*store.Trace, error) {
+// traceFor loads a trace the caller may read inside the question's
+// scope (with its messages when withMessages).
+func (tb *toolbox) traceFor(ctx context.Context, id string, withMessages bool) (*store.Trace, error) {
 	if id == "" {
 		return nil, toolErrorf("trace_id is required")
 	}
-	t, err := tb.s.srv.TraceFor(ctx, tb.c, id, true)
+	t, err := tb.s.srv.TraceFor(ctx, tb.c, id, withMessages)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, toolErrorf("trace %s not found", id)
 	}
@@ -272,7 +273,7 @@ func (tb *toolbox) getEvents(ctx context.Context, raw []byte) (any, int, error) 
 	if err := decodeArgs(raw, &in); err != nil {
 		return nil, 0, err
 	}
-	t, err := tb.traceFor(ctx, in.TraceID)
+	t, err := tb.traceFor(ctx, in.TraceID, true)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -384,7 +385,7 @@ func (tb *toolbox) check(ctx context.Context, raw []byte) (any, int, error) {
 	}
 	switch {
 	case traceID != "":
-		t, err := tb.traceFor(ctx, traceID)
+		t, err := tb.traceFor(ctx, traceID, true)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -467,7 +468,7 @@ func (tb *toolbox) listFindings(ctx context.Context, raw []byte) (any, int, erro
 		traceID = tb.sc.traceID
 	}
 	if traceID != "" {
-		t, err := tb.traceFor(ctx, traceID)
+		t, err := tb.traceFor(ctx, traceID, false)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -495,18 +496,16 @@ func (tb *toolbox) listFindings(ctx context.Context, raw []byte) (any, int, erro
 		if in.Monitor != "" && !strings.Contains(strings.ToLower(x.Monitor), strings.ToLower(in.Monitor)) {
 			continue
 		}
-		if _, err := tb.traceFor(ctx, x.RunID); err != nil {
+		t, err := tb.traceFor(ctx, x.RunID, false)
+		if err != nil {
 			var te *toolError
 			if errors.As(err, &te) {
 				continue // outside the scope
 			}
 			return nil, 0, err
 		}
-		if dsID != "" {
-			t, err := tb.s.srv.Store().GetTrace(ctx, x.RunID, false)
-			if err != nil || t.DatasetID != dsID {
-				continue
-			}
+		if dsID != "" && t.DatasetID != dsID {
+			continue
 		}
 		fo := findingOut{ID: x.ID, TraceID: x.RunID, Monitor: x.Monitor, Title: x.Title, Severity: x.Severity, Status: x.Status, Addresses: []string{}}
 		var cites []struct {
