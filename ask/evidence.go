@@ -64,11 +64,11 @@ type collector struct {
 
 // evidence answers a question with evidence only.
 func (s *Service) evidence(ctx context.Context, c *server.Caller, sc *scope, question string) (*server.AskAnswer, error) {
-	tools, err := s.toolNames(ctx, c, sc)
+	voc, err := s.vocabulary(ctx, c, sc)
 	if err != nil {
 		return nil, err
 	}
-	plan, err := MakePlan(question, tools, sc.now)
+	plan, err := MakePlan(question, voc, sc.now)
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
@@ -93,9 +93,10 @@ func (s *Service) evidence(ctx context.Context, c *server.Caller, sc *scope, que
 	return ans, nil
 }
 
-// toolNames lists the tool names of the datasets in scope (at most
-// maxToolDatasets datasets).
-func (s *Service) toolNames(ctx context.Context, c *server.Caller, sc *scope) ([]string, error) {
+// vocabulary lists the tool names and argument keys of the datasets in
+// scope (at most maxToolDatasets datasets).
+func (s *Service) vocabulary(ctx context.Context, c *server.Caller, sc *scope) (Vocabulary, error) {
+	var voc Vocabulary
 	st := s.srv.Store()
 	var ids []string
 	if sc.datasetID != "" {
@@ -110,24 +111,27 @@ func (s *Service) toolNames(ctx context.Context, c *server.Caller, sc *scope) ([
 		}
 		ds, err := st.ListDatasets(ctx, f)
 		if err != nil {
-			return nil, fmt.Errorf("ask: datasets: %w", err)
+			return voc, fmt.Errorf("ask: datasets: %w", err)
 		}
 		for _, d := range ds {
 			ids = append(ids, d.ID)
 		}
 	}
-	var names []string
 	for _, id := range ids {
 		ts, err := st.ListTools(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("ask: tools of dataset %s: %w", id, err)
+			return voc, fmt.Errorf("ask: tools of dataset %s: %w", id, err)
 		}
 		for _, t := range ts {
-			names = appendNew(names, t.Name)
+			voc.Tools = appendNew(voc.Tools, t.Name)
+			for _, k := range t.ArgumentKeys {
+				voc.ArgumentKeys = appendNew(voc.ArgumentKeys, strings.ToLower(k))
+			}
 		}
 	}
-	slices.Sort(names)
-	return names, nil
+	slices.Sort(voc.Tools)
+	slices.Sort(voc.ArgumentKeys)
+	return voc, nil
 }
 
 // query adds the scope's filters to a plan query.

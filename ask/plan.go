@@ -90,13 +90,23 @@ func toSet(s string) map[string]bool {
 	return m
 }
 
-// MakePlan turns question into a plan. tools are the tool names known in
-// the datasets asked about (they are recognised in plain words too:
-// "sent e-mail" names send_email); now resolves time words ("today",
-// "this week"). A part of the question written in the search grammar
+// Vocabulary is what the datasets asked about call their tools: the tool
+// names and the argument keys of their calls (the datasets' tool
+// registries).
+type Vocabulary struct {
+	Tools        []string
+	ArgumentKeys []string
+}
+
+// MakePlan turns question into a plan. voc names the tools of the
+// datasets asked about: a tool is recognised in plain words too ("sent
+// e-mail" names send_email), and words that are part of a tool name or
+// an argument key are not search terms (every call holds them); now
+// resolves time words ("today", "this week"). A part of the question written in the search grammar
 // (tool:x, meta:k=v, after:-1d, a quoted phrase) is kept as written; a
 // filter that does not parse is an error naming its position.
-func MakePlan(question string, tools []string, now time.Time) (*Plan, error) {
+func MakePlan(question string, voc Vocabulary, now time.Time) (*Plan, error) {
+	tools := voc.Tools
 	p := &Plan{}
 	toks, err := tokenize(question)
 	if err != nil {
@@ -127,6 +137,11 @@ func MakePlan(question string, tools []string, now time.Time) (*Plan, error) {
 	used := make([]bool, len(lower))
 	p.timeRange(lower, used, now)
 	p.matchTools(lower, used, tools)
+	for i, w := range lower {
+		if !used[i] && (slices.Contains(voc.ArgumentKeys, w) || slices.Contains(voc.ArgumentKeys, stem(w))) {
+			used[i] = true // an argument key: in every call that has it
+		}
+	}
 	for i, w := range lower {
 		if used[i] || w == "" {
 			continue

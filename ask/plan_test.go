@@ -16,6 +16,9 @@ var update = flag.Bool("update", false, "rewrite testdata/plans.golden")
 
 var planTools = []string{"browse_url", "get_inbox", "issue_refund", "lookup_order", "read_file", "send_email", "transfer_funds", "web_search", "write_file", "bash"}
 
+var planVoc = Vocabulary{Tools: planTools, ArgumentKeys: []string{"amount", "body", "command", "content", "currency", "folder", "iban",
+	"limit", "order_id", "path", "query", "reference", "subject", "to", "url"}}
+
 var planNow = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 
 // planQuestions are the questions of the plan golden file.
@@ -39,7 +42,7 @@ var planQuestions = []string{
 func TestPlanGolden(t *testing.T) {
 	var b strings.Builder
 	for _, q := range planQuestions {
-		p, err := MakePlan(q, planTools, planNow)
+		p, err := MakePlan(q, planVoc, planNow)
 		b.WriteString("# " + q + "\n")
 		if err != nil {
 			b.WriteString("error: " + err.Error() + "\n\n")
@@ -84,7 +87,7 @@ func TestPlanCases(t *testing.T) {
 		{q: "which refunds?", terms: []string{"issue_refund"}},
 	}
 	for _, tt := range tests {
-		p, err := MakePlan(tt.q, planTools, planNow)
+		p, err := MakePlan(tt.q, planVoc, planNow)
 		if err != nil {
 			t.Errorf("%q: %v", tt.q, err)
 			continue
@@ -112,7 +115,7 @@ func FuzzMakePlan(f *testing.F) {
 		f.Add(q)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
-		p, err := MakePlan(q, planTools, planNow)
+		p, err := MakePlan(q, planVoc, planNow)
 		if err != nil {
 			return
 		}
