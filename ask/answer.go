@@ -32,6 +32,10 @@ code-point range). The quote must be exactly the text at the address: Vigil chec
 against the store and drops the ones that do not match. If the tools show nothing that answers the
 question, say so with no citations.`
 
+// maxCallsPerStep bounds the tool calls run for one model turn; further
+// calls of that turn get an error result.
+const maxCallsPerStep = 10
+
 // answer runs the model for a question whose evidence is in ans.
 func (s *Service) answer(ctx context.Context, c *server.Caller, sc *scope, req server.AskRequest, ans *server.AskAnswer) (*server.AskAnswer, error) {
 	start := time.Now()
@@ -87,11 +91,20 @@ func (s *Service) answer(ctx context.Context, c *server.Caller, sc *scope, req s
 		m.Role = "assistant"
 		msgs = append(msgs, m)
 		step := exchangeStep{calls: m.ToolCalls}
-		for _, call := range m.ToolCalls {
+		for k, call := range m.ToolCalls {
 			if tctx.Err() != nil {
 				break
 			}
-			out, n, terr, err := tb.run(tctx, call.Function.Name, call.Function.Arguments)
+			var out, terr string
+			var n int
+			var err error
+			if k < maxCallsPerStep {
+				out, n, terr, err = tb.run(tctx, call.Function.Name, call.Function.Arguments)
+			} else {
+				terr = fmt.Sprintf("not run: at most %d tool calls are run per turn", maxCallsPerStep)
+				b, _ := json.Marshal(map[string]string{"error": terr})
+				out = string(b)
+			}
 			if err != nil {
 				if tctx.Err() != nil && ctx.Err() == nil {
 					stop = fmt.Sprintf("the time budget (%v) ran out before an answer", s.cfg.Timeout)

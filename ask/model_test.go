@@ -292,3 +292,23 @@ func TestModelEndpointFails(t *testing.T) {
 		t.Fatalf("error %v, want a 502 naming the endpoint", err)
 	}
 }
+
+// TestModelCallsPerTurn: at most 10 tool calls of one turn run; the
+// others get an error the model sees.
+func TestModelCallsPerTurn(t *testing.T) {
+	var calls []call
+	for range 12 {
+		calls = append(calls, call{"search", map[string]any{"query": "refund"}})
+	}
+	e, m := modelEnv(t, ask.Config{}, turn{Calls: calls}, turn{Content: answerJSON("none")})
+	ans, err := e.svc.Ask(context.Background(), e.admin, server.AskRequest{Question: "refunds?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ans.ToolCalls) != 12 || ans.ToolCalls[9].Error != "" || !strings.Contains(ans.ToolCalls[10].Error, "at most 10") {
+		t.Fatalf("tool calls %+v", ans.ToolCalls)
+	}
+	if res := m.toolResults(); len(res) != 12 || !strings.Contains(res[11], "at most 10") {
+		t.Fatalf("tool results %v", res)
+	}
+}
