@@ -103,7 +103,11 @@ func (s *Service) vocabulary(ctx context.Context, c *server.Caller, sc *scope) (
 		ids = []string{sc.datasetID}
 	} else {
 		f := store.DatasetFilter{Limit: maxToolDatasets}
+		var access store.SearchRequest
+		s.srv.SearchScope(c, &access)
 		switch {
+		case c == nil && !access.Public:
+			return voc, nil // an anonymous caller who may read nothing
 		case c == nil:
 			f.PublicOnly = true
 		case !c.IsAdmin():
