@@ -40,18 +40,18 @@ type env struct {
 
 // newEnv starts a server; cfg configures the ask service (Now defaults
 // to testNow).
-func newEnv(t testing.TB, cfg ask.Config) *env {
+func newEnv(t testing.TB, cfg ask.Config, mod ...func(*server.Config)) *env {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "vigil.db"), &sqlite.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return newEnvOn(t, cfg, st)
+	return newEnvOn(t, cfg, st, mod...)
 }
 
 // newEnvOn is newEnv on store st.
-func newEnvOn(t testing.TB, cfg ask.Config, st store.Store) *env {
+func newEnvOn(t testing.TB, cfg ask.Config, st store.Store, mod ...func(*server.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := server.Bootstrap(ctx, st, server.BootstrapOptions{EnvKey: adminKey}); err != nil {
@@ -61,8 +61,12 @@ func newEnvOn(t testing.TB, cfg ask.Config, st store.Store) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Store: st, LedgerKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now: func() time.Time { return testNow }})
+	scfg := server.Config{Store: st, LedgerKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now: func() time.Time { return testNow }}
+	for _, m := range mod {
+		m(&scfg)
+	}
+	srv, err := server.New(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

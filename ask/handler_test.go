@@ -168,3 +168,24 @@ func TestEvidenceScope(t *testing.T) {
 		t.Errorf("query %q", ans.Query)
 	}
 }
+
+// TestHandlerAnonymousPublic: with anonymous reads of public datasets on,
+// an anonymous caller gets evidence from public datasets only.
+func TestHandlerAnonymousPublic(t *testing.T) {
+	e := newEnv(t, ask.Config{}, func(c *server.Config) { c.AnonymousReadPublic = true })
+	e.seed(t, e.admin, "agents")
+	body := `{"question": "which runs sent e-mail outside example.com?"}`
+	if status, out := e.post(t, "", body); status != 200 || len(out["evidence"].([]any)) != 0 {
+		t.Fatalf("private dataset: %d %v", status, out)
+	}
+	pub := true
+	d, _ := e.st.GetDatasetByName(context.Background(), e.admin.User.ID, "agents")
+	e.st.UpdateDataset(context.Background(), d.ID, store.DatasetUpdate{IsPublic: &pub})
+	status, out := e.post(t, "", body)
+	if ev, _ := out["evidence"].([]any); status != 200 || len(ev) == 0 {
+		t.Fatalf("public dataset: %d %v", status, out)
+	}
+	if out["exchange_trace_id"] != nil {
+		t.Errorf("an anonymous ask is not recorded: %v", out["exchange_trace_id"])
+	}
+}
