@@ -82,7 +82,8 @@ counted, and an answer left without a valid one is withheld. You only
 ever see runs your key may read.
 
 Exit status: 0 when there is an answer or evidence, 1 when there is
-neither (or the answer was withheld), 2 on usage or connection errors.`, stderr)
+neither (a withheld answer with no evidence), 2 on bad input, usage or
+connection errors.`, stderr)
 	dataset := fs.String("dataset", "", "restrict to a dataset: NAME, USER/NAME or id")
 	traceID := fs.String("trace", "", "restrict to one trace (its id)")
 	since := fs.String("since", "", "only runs created since: 7d, 12h, 30m, 2w, an RFC 3339 time or YYYY-MM-DD")
@@ -124,7 +125,7 @@ neither (or the answer was withheld), 2 on usage or connection errors.`, stderr)
 	} else {
 		printAnswer(stdout, ans, *limit)
 	}
-	if ans.Answer == "" && len(ans.Evidence) == 0 || ans.Refused && len(ans.Evidence) == 0 {
+	if ans.Answer == "" && len(ans.Evidence) == 0 {
 		return exitCode(1, "")
 	}
 	return nil
