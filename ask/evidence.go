@@ -29,7 +29,7 @@ const AskDataset = "vigil-ask"
 
 // Search and ranking limits.
 const (
-	searchLimit       = 50  // traces per search
+	searchLimit       = 25  // traces per search
 	maxFindings       = 100 // findings looked at (critical first)
 	maxPerTermInTrace = 5   // highlights of one term in one trace
 	maxToolDatasets   = 50  // datasets whose tool names are read
