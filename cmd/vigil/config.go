@@ -31,7 +31,7 @@ import (
 // with a suggestion, so a typo never silently does nothing. What takes
 // effect in this build (inEffect) is: listen, data_dir, db, tls, log,
 // cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
-// metrics, ledger.key_file, detectors, guardrails and monitors (limits: see the
+// metrics, ledger.key_file, detectors, guardrails, monitors and ask (limits: see the
 // Limits field). auth.session_ttl and auth.secure_cookies apply to browser
 // sessions of the web UI, and otlp, ledger.close_idle_after and gateway to
 // parts not in this build: they are validated and otherwise unused, and
@@ -74,6 +74,7 @@ type fileConfig struct {
 	Guardrails  guardrailsConfig `yaml:"guardrails"`
 	Monitors    monitorsConfig   `yaml:"monitors"`
 	Gateway     gatewayConfig    `yaml:"gateway"`
+	Ask         askConfig        `yaml:"ask"`
 }
 
 // limitsConfig is the limits section: request body sizes and the
@@ -335,6 +336,7 @@ var inEffect = []string{
 	"auth.anonymous_read_public", "sharing", "limits.max_json_bytes", "limits.max_upload_bytes",
 	"limits.body_idle_timeout", "limits.max_connections", "limits.max_inflight_body_bytes", "metrics", "ledger.key_file", "detectors",
 	"guardrails", "monitors",
+	"ask",
 }
 
 // notInEffect returns the keys the file sets that this build does not use;

@@ -61,6 +61,8 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"The garbage collector runs with GOGC=400 unless GOGC is set.\n"+
 			"The check API (POST /api/v1/policy/check) calls model-backed detectors at\n"+
 			"--detectors-base-url (detectors.base_url); without one, rules using them fail to load.\n"+
+			"POST /api/v1/ask answers questions with evidence, and through a model at --ask-base-url\n"+
+			"(ask.base_url) when one is set.\n"+
 			"Monitors: every trace pushed, appended or uploaded into a dataset with an enabled guardrail\n"+
 			"is queued in the database with the write and checked by --monitor-workers workers; a\n"+
 			"violation becomes a finding. With -1 no worker runs and the queue keeps the jobs.", stderr)
@@ -73,6 +75,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return fmt.Errorf("serve: %w", err)
 	}
 	detCfg.RegisterFlags(fs)
+	askCfg := askFlags(fs, fc)
 	listen := fs.String("listen", envOr("VIGIL_LISTEN", fc.Listen), "listen address (env VIGIL_LISTEN; PORT sets the port)")
 	where := addStoreFlags(fs, fc)
 	dataDir := &where.dataDir
@@ -179,6 +182,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := mountAsk(srv, askCfg()); err != nil {
+		srv.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
 	// Headers must arrive within ReadHeaderTimeout and a kept-alive
