@@ -28,6 +28,7 @@ import (
 	"github.com/vigilhq/vigil/monitor"
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/server"
+	"github.com/vigilhq/vigil/web"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/store/postgres"
 	"github.com/vigilhq/vigil/store/sqlite"
@@ -177,10 +178,16 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if *monWorkers >= 0 {
 		cfg.MonitorStats = func() monitor.Stats { return monitors.Stats() }
 	}
+	cfg.SessionTTL, cfg.SecureCookies = time.Duration(fc.Auth.SessionTTL), fc.Auth.SecureCookies // browser sessions (web UI)
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	ui, err := web.New(srv) // the web UI on the same listener: every non-API path
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	srv.Mount("/", ui)
 	// Headers must arrive within ReadHeaderTimeout and a kept-alive
 	// connection may idle IdleTimeout; bodies have the server's per-read
 	// idle timeout instead of a whole-request one, so long uploads that

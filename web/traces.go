@@ -1,0 +1,253 @@
+package web
+
+import (
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// apiHit is one trace of the search API's answer (explorer-api §7.1).
+type apiHit struct {
+	ID             string                     `json:"id"`
+	Index          int64                      `json:"index"`
+	Name           *string                    `json:"name"`
+	HierarchyPath  []string                   `json:"hierarchy_path"`
+	TimeCreated    string                     `json:"time_created"`
+	TimeLastPushed string                     `json:"time_last_pushed"`
+	MessageCount   int                        `json:"message_count"`
+	BySource       map[string]int             `json:"annotations_by_source"`
+	MaxSeverity    *string                    `json:"max_severity"`
+	Highlights     map[string]apiHighlight    `json:"highlights"`
+	Dataset        *struct{ ID, Name string } `json:"dataset"`
+}
+
+type apiHighlight struct {
+	Content string `json:"content"`
+	Source  string `json:"source"`
+}
+
+type apiSearch struct {
+	Total           int      `json:"total"`
+	TotalIsEstimate bool     `json:"total_is_estimate"`
+	Parsed          string   `json:"parsed"`
+	Traces          []apiHit `json:"traces"`
+	NextCursor      *string  `json:"next_cursor"`
+}
+
+type tracesView struct {
+	Layout
+	DS         *apiDataset
+	Query      string
+	Sort       string
+	Sorts      []string
+	QueryError *queryErrorView
+	Total      int
+	Estimate   bool
+	Rows       []traceRow
+	Next       string // URL of the next page ("" = last)
+	Chips      []chip
+	Groups     []group
+	Sources    []countRow
+	Severities []countRow
+}
+
+type queryErrorView struct {
+	Message string
+	Before  string // the query up to the error position
+	At      string // the character at the position ("" at the end)
+	After   string
+	Column  int
+}
+
+type traceRow struct {
+	Index    int64
+	Name     string
+	URL      string
+	Time     string
+	Events   int
+	Severity string
+	Sources  []countRow
+	Snippets []string // matched terms
+}
+
+type chip struct {
+	Label  string
+	URL    string
+	Active bool
+	Count  *int
+}
+
+type group struct {
+	Name  string
+	Count int
+	URL   string
+}
+
+type countRow struct {
+	Name  string
+	Count int
+}
+
+var traceSorts = []string{"index", "-index", "time_created", "-time_created", "time_last_pushed", "-time_last_pushed"}
+
+// datasetFromPath loads /u/{user}/{dataset} through the API (404 when the
+// caller cannot read it).
+func (q *request) datasetFromPath() (*apiDataset, *DatasetRef, error) {
+	var d apiDataset
+	target := "/api/v1/dataset/byuser/" + url.PathEscape(q.r.PathValue("user")) + "/" + url.PathEscape(q.r.PathValue("dataset"))
+	if err := q.api("GET", target, nil, &d); err != nil {
+		if ae := asAPIError(err); ae != nil && (ae.Status == 404 || ae.Status == 403) {
+			if q.caller == nil {
+				return nil, nil, q.needLogin()
+			}
+			return nil, nil, notFound()
+		}
+		return nil, nil, err
+	}
+	ref := &DatasetRef{ID: d.ID, User: d.username(), Name: d.Name, Owner: q.caller != nil && (q.caller.User.ID == d.UserID || q.caller.IsAdmin())}
+	return &d, ref, nil
+}
+
+func (h *Handler) tracesPage(q *request) error {
+	d, ref, err := q.datasetFromPath()
+	if err != nil {
+		return err
+	}
+	qs := q.r.URL.Query()
+	v := &tracesView{Layout: q.layout(d.Name), DS: d, Query: qs.Get("q"), Sort: qs.Get("sort"), Sorts: traceSorts}
+	v.Dataset, v.Section = ref, "traces"
+	if v.Sort != "" && !contains(traceSorts, v.Sort) {
+		v.Sort = ""
+	}
+	target := "/api/v1/search?limit=50&dataset=" + url.QueryEscape(d.ID) + "&q=" + url.QueryEscape(v.Query)
+	if v.Sort != "" {
+		target += "&sort=" + url.QueryEscape(v.Sort)
+	}
+	if c := qs.Get("cursor"); c != "" {
+		target += "&cursor=" + url.QueryEscape(c)
+	}
+	var res apiSearch
+	if err := q.api("GET", target, nil, &res); err != nil {
+		ae := asAPIError(err)
+		if ae == nil || ae.Status != 400 {
+			return err
+		}
+		v.QueryError = queryErrorOf(v.Query, ae.Detail, ae.Extra["position"])
+	}
+	v.Total, v.Estimate = res.Total, res.TotalIsEstimate
+	base := ref.URL()
+	groups := map[string]int{}
+	for _, t := range res.Traces {
+		row := traceRow{Index: t.Index, URL: base + "/t/" + strconv.FormatInt(t.Index, 10), Time: shortTime(t.TimeCreated), Events: t.MessageCount}
+		if v.Query != "" {
+			row.URL += "?q=" + url.QueryEscape(v.Query)
+		}
+		if t.Name != nil {
+			row.Name = *t.Name
+		}
+		if t.MaxSeverity != nil {
+			row.Severity = *t.MaxSeverity
+		}
+		row.Sources = sortedCounts(t.BySource)
+		seen := map[string]bool{}
+		for _, hl := range t.Highlights {
+			if !seen[hl.Content] && len(row.Snippets) < 3 {
+				seen[hl.Content] = true
+				row.Snippets = append(row.Snippets, hl.Content)
+			}
+		}
+		sort.Strings(row.Snippets)
+		v.Rows = append(v.Rows, row)
+		if len(t.HierarchyPath) > 0 {
+			groups[t.HierarchyPath[0]]++
+		} else {
+			groups[""]++
+		}
+	}
+	if res.NextCursor != nil {
+		nq := url.Values{"cursor": {*res.NextCursor}}
+		if v.Query != "" {
+			nq.Set("q", v.Query)
+		}
+		if v.Sort != "" {
+			nq.Set("sort", v.Sort)
+		}
+		v.Next = base + "?" + nq.Encode()
+	}
+	for _, g := range sortedCounts(groups) {
+		gq := `meta:hierarchy_path.0=` + strconv.Quote(g.Name)
+		if g.Name == "" {
+			gq = `-meta:hierarchy_path.0`
+		}
+		v.Groups = append(v.Groups, group{Name: g.Name, Count: g.Count, URL: base + "?q=" + url.QueryEscape(gq)})
+	}
+	for _, sq := range d.Queries {
+		v.Chips = append(v.Chips, chip{Label: sq.Name, URL: base + "?q=" + url.QueryEscape(sq.Query), Active: sq.Query == v.Query, Count: sq.Count})
+	}
+	for _, f := range []string{"is:flagged", "severity:critical", "severity:>=warn", "source:user", "is:blocked", "is:gateway"} {
+		nq := strings.TrimSpace(v.Query + " " + f)
+		active := strings.Contains(" "+v.Query+" ", " "+f+" ")
+		if active {
+			nq = strings.TrimSpace(strings.Join(strings.Fields(strings.Replace(" "+v.Query+" ", " "+f+" ", " ", 1)), " "))
+		}
+		v.Chips = append(v.Chips, chip{Label: f, URL: base + "?q=" + url.QueryEscape(nq), Active: active})
+	}
+	srcTotals, sevTotals := map[string]int{}, map[string]int{}
+	for _, t := range res.Traces {
+		for s, n := range t.BySource {
+			srcTotals[s] += n
+		}
+		if t.MaxSeverity != nil {
+			sevTotals[*t.MaxSeverity]++
+		}
+	}
+	v.Sources, v.Severities = sortedCounts(srcTotals), sortedCounts(sevTotals)
+	return q.render("traces", v)
+}
+
+// queryErrorOf places a query error at its code-point position.
+func queryErrorOf(query, msg string, pos any) *queryErrorView {
+	e := &queryErrorView{Message: msg}
+	p, ok := pos.(int)
+	if !ok {
+		if f, okf := pos.(float64); okf {
+			p, ok = int(f), true
+		}
+	}
+	if !ok {
+		return e
+	}
+	r := []rune(query)
+	p = max(0, min(p, len(r)))
+	e.Before, e.Column = string(r[:p]), p+1
+	if p < len(r) {
+		_, n := utf8.DecodeRuneInString(string(r[p:]))
+		e.At, e.After = string(r[p:])[:n], string(r[p+1:])
+	}
+	return e
+}
+
+func sortedCounts(m map[string]int) []countRow {
+	out := make([]countRow, 0, len(m))
+	for k, n := range m {
+		out = append(out, countRow{k, n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
