@@ -28,10 +28,10 @@ import (
 	"github.com/vigilhq/vigil/monitor"
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/server"
-	"github.com/vigilhq/vigil/web"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/store/postgres"
 	"github.com/vigilhq/vigil/store/sqlite"
+	"github.com/vigilhq/vigil/web"
 )
 
 // vigil serve: the API server (docs/api.md) on one listener, with
