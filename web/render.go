@@ -59,6 +59,7 @@ func (h *Handler) parseTemplates() error {
 		"pathesc":  url.PathEscape,
 		"queryesc": url.QueryEscape,
 		"join":     strings.Join,
+		"list3":    func(a, b, c string) []string { return []string{a, b, c} },
 		"ms": func(ms int64) string {
 			if ms == 0 {
 				return ""

@@ -184,7 +184,139 @@
     });
   }
 
-  var features = [listNav, navigator, copyLinks, comments, upload];
+
+  // ---- Findings: a accept, d dismiss, x select -------------------------
+  function triage() {
+    var form = $("#triage-form");
+    if (!form || !$("button[name=action]", form)) return;
+    document.addEventListener("keydown", function (e) {
+      if (typing(e) || e.ctrlKey || e.metaKey || e.altKey || !window.vigilSelected) return;
+      var row = window.vigilSelected();
+      if (!row) return;
+      var box = $("input[type=checkbox]", row);
+      if (e.key === "x" && box) { box.checked = !box.checked; e.preventDefault(); return; }
+      var action = { a: "accept", d: "dismiss" }[e.key];
+      if (!action || !box) return;
+      e.preventDefault();
+      $$("input[name=id]", form).forEach(function (b) { b.checked = false; });
+      box.checked = true;
+      form.requestSubmit($("button[value=" + action + "]", form));
+    });
+  }
+
+  // ---- Backtest: live progress over SSE, cancel, compare ---------------
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = text;
+    return e;
+  }
+  function backtest() {
+    var run = $("#bt-run");
+    if (!run) return;
+    var cancel = $("#bt-cancel"), box = $("#backtest"), bar = $("#bt-progress"), status = $("#bt-status"), list = $("#bt-triggered");
+    var ctrl = null, base = run.dataset.base, dsid = run.dataset.datasetId;
+    function traceLink(index, errors) {
+      var href = base + "/t/" + index;
+      var r = errors && errors[0] && errors[0].ranges && errors[0].ranges[0];
+      if (r) href += "#" + encodeURIComponent(r);
+      return href;
+    }
+    run.addEventListener("click", function () {
+      if (ctrl) return;
+      box.hidden = false; list.textContent = ""; $("#bt-compare-out").textContent = "";
+      status.className = "muted"; status.textContent = "starting…"; bar.value = 0;
+      ctrl = new AbortController(); cancel.disabled = false; run.disabled = true;
+      var total = 0, done = 0, trig = 0, errs = 0;
+      function show() { status.textContent = done + " / " + total + " traces checked, " + trig + " triggered, " + errs + " errors"; bar.max = Math.max(1, total); bar.value = done; }
+      function finish(msg, bad) { ctrl = null; cancel.disabled = true; run.disabled = false; if (msg) { status.textContent = msg; if (bad) status.className = "error"; } }
+      fetch("/api/v1/dataset/byid/" + encodeURIComponent(dsid) + "/policy-check/stream", {
+        method: "POST", credentials: "same-origin", signal: ctrl.signal,
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ policy: $("#g-policy").value })
+      }).then(function (resp) {
+        if (!resp.ok) return resp.json().then(function (j) { finish(j.detail || ("backtest failed: " + resp.status), true); });
+        var reader = resp.body.getReader(), dec = new TextDecoder(), buf = "";
+        function frame(data) {
+          var m = JSON.parse(data);
+          if (m.metadata) { total = m.metadata.num_traces; show(); return; }
+          if (m.done) { show(); finish("done: " + m.summary.num_traces + " traces, " + m.summary.num_triggered + " triggered, " + m.summary.num_errors + " errors in " + m.summary.duration_ms + " ms"); box.dataset.done = "1"; return; }
+          done++;
+          if (m.status === "error") errs++;
+          if (m.triggered) {
+            trig++;
+            var li = el("li"), a = el("a", null, "trace #" + m.index);
+            a.href = traceLink(m.index, m.errors);
+            li.appendChild(a);
+            if (m.errors && m.errors[0] && m.errors[0].args) li.appendChild(el("span", "muted", " " + String(m.errors[0].args[0])));
+            list.appendChild(li);
+          }
+          show();
+        }
+        function pump() {
+          return reader.read().then(function (r) {
+            if (r.done) { if (ctrl) finish(); return; }
+            buf += dec.decode(r.value, { stream: true });
+            var i;
+            while ((i = buf.indexOf("\n\n")) >= 0) {
+              var chunk = buf.slice(0, i); buf = buf.slice(i + 2);
+              chunk.split("\n").forEach(function (line) { if (line.indexOf("data: ") === 0) frame(line.slice(6)); });
+            }
+            return pump();
+          });
+        }
+        return pump();
+      }).catch(function (e) { finish(e.name === "AbortError" ? "cancelled" : "backtest failed: " + e.message, e.name !== "AbortError"); });
+    });
+    cancel.addEventListener("click", function () { if (ctrl) ctrl.abort(); });
+    var cmp = $("#bt-compare");
+    if (cmp) cmp.addEventListener("click", function () {
+      box.hidden = false;
+      var out = $("#bt-compare-out");
+      out.textContent = "comparing…";
+      fetch("/api/v1/dataset/byid/" + encodeURIComponent(dsid) + "/policy-check", {
+        method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ policy: $("#g-policy").value, compare_to: { policy_id: cmp.dataset.policyId, version: Number(cmp.dataset.version) } })
+      }).then(function (r) { return r.json().then(function (j) { return { ok: r.ok, j: j }; }); }).then(function (res) {
+        out.textContent = "";
+        if (!res.ok) { out.appendChild(el("p", "error", res.j.detail || "compare failed")); return; }
+        var s = res.j.summary;
+        out.appendChild(el("p", null, s.num_traces + " traces: this text triggers " + s.num_triggered + ", the current version " + s.baseline_triggered + "; " + s.newly_triggered + " newly triggered, " + s.no_longer_triggered + " no longer triggered."));
+        [["Newly triggered", function (t) { return t.triggered && !t.baseline_triggered; }], ["No longer triggered", function (t) { return !t.triggered && t.baseline_triggered; }]].forEach(function (g) {
+          var ts = (res.j.traces || []).filter(g[1]);
+          if (!ts.length) return;
+          out.appendChild(el("h3", null, g[0]));
+          var ol = el("ol", "tree");
+          ts.forEach(function (t) { var li = el("li"), a = el("a", null, "trace #" + t.index); a.href = traceLink(t.index, t.errors); li.appendChild(a); ol.appendChild(li); });
+          out.appendChild(ol);
+        });
+      }).catch(function (e) { out.textContent = "compare failed: " + e.message; });
+    });
+  }
+
+  // ---- Playground: the state lives in the URL fragment ------------------
+  function playground() {
+    var form = $("#playground");
+    if (!form) return;
+    var p = $("#pg-policy"), t = $("#pg-trace");
+    function save() {
+      var st = "state=" + encodeURIComponent(JSON.stringify({ policy: p.value, trace: t.value }));
+      history.replaceState(null, "", location.pathname + "#" + st);
+      form.action = location.pathname + "#" + st;
+    }
+    if (location.hash.indexOf("#state=") === 0) {
+      try {
+        var st = JSON.parse(decodeURIComponent(location.hash.slice(7)));
+        if (typeof st.policy === "string" && typeof st.trace === "string" && form.dataset.ran !== "1") {
+          p.value = st.policy; t.value = st.trace;
+        }
+      } catch (e) { /* a broken link: keep the defaults */ }
+    }
+    p.addEventListener("input", save); t.addEventListener("input", save);
+    save();
+  }
+
+  var features = [listNav, navigator, copyLinks, comments, upload, triage, backtest, playground];
   window.vigilFeatures = features;
   document.addEventListener("DOMContentLoaded", function () {
     features.forEach(function (f) { f(); });
