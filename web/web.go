@@ -81,6 +81,9 @@ func New(srv *server.Server) (*Handler, error) {
 func (h *Handler) routes() {
 	m := h.mux
 	m.HandleFunc("GET /static/{sum}/{name...}", h.serveStatic)
+	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, h.staticURL("img/icon.svg"), http.StatusMovedPermanently)
+	})
 	m.HandleFunc("GET /login", h.page(h.loginPage))
 	m.HandleFunc("POST /login", h.page(h.loginPost))
 	m.HandleFunc("POST /logout", h.page(h.logoutPost))
