@@ -3,7 +3,11 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
+
+	"github.com/vigilhq/vigil/store"
 )
 
 // This file lets the web UI (package web) call the API's handlers
@@ -78,3 +82,60 @@ func (r *callRecorder) Write(b []byte) (int, error) {
 
 // Flush is a no-op (streamed endpoints are read whole).
 func (r *callRecorder) Flush() {}
+
+// DatasetForRead resolves the dataset named name in username's namespace
+// as GET /api/v1/dataset/byuser/{username}/{name} does (the same read
+// rules; one the caller cannot read is a 404 *Error), without that
+// endpoint's saved-query counts, which a page over a large dataset cannot
+// afford on every view.
+func (s *Server) DatasetForRead(r *http.Request, c *Caller, username, name string) (*store.Dataset, error) {
+	r2 := r.Clone(r.Context())
+	r2.SetPathValue("id", "")
+	r2.SetPathValue("username", username)
+	r2.SetPathValue("name", name)
+	return s.datasetFromPath(r2, c.principal())
+}
+
+// CanWrite reports whether c may write resources of ownerID (the owner or
+// an admin; explorer-api §1.4).
+func (s *Server) CanWrite(c *Caller, ownerID string) bool { return s.canWrite(c.principal(), ownerID) }
+
+// SearchPage is one page of GET /api/v1/search?dataset=<datasetID> as
+// caller c: the same parser, access rules, store search and highlights,
+// and the same JSON body, without counting the matches (total is -1):
+// the exact count of a broad query over a large dataset costs more than
+// the page. An invalid query is the API's 400 query_invalid *Error with
+// its position. The dataset must already be readable by c
+// (DatasetForRead).
+func (s *Server) SearchPage(r *http.Request, c *Caller, datasetID, q, sort, cursor string, limit int) ([]byte, error) {
+	p := c.principal()
+	parsed, err := parseQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	req := store.SearchRequest{Query: q, Cursor: cursor, DatasetIDs: []string{datasetID}, Order: store.OrderIndex, Limit: limit, NoTotal: true}
+	s.searchAccess(p, &req)
+	if sort != "" {
+		o, ok := searchSorts[sort]
+		if !ok {
+			return nil, badRequest("sort must be one of index, -index, time_created, -time_created, time_last_pushed, -time_last_pushed; got %q", sort)
+		}
+		req.Order = o
+	}
+	req.WithMessages = len(parsed.Terms()) > 0
+	res, err := s.runSearch(r.Context(), req)
+	if errors.Is(err, store.ErrInvalidCursor) {
+		return nil, badRequest("invalid cursor %q", req.Cursor)
+	}
+	if err != nil {
+		return nil, queryError(err)
+	}
+	out := searchResponse{Total: -1, Parsed: parsed.String(), Traces: []searchHit{}}
+	if res.NextCursor != "" {
+		out.NextCursor = &res.NextCursor
+	}
+	if out.Traces, err = s.searchHits(r, res.Traces, parsed, req.WithMessages); err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}

@@ -75,11 +75,16 @@ func (h *Handler) renderGuardrails(q *request, edit *editorView) error {
 	v := &guardrailsView{Layout: q.layout("Guardrails · " + d.Name), DS: d, Owner: ref.Owner}
 	v.Dataset, v.Section = ref, "guardrails"
 	v.CanWrite = ref.Owner && q.caller != nil && q.caller.CanWrite()
-	var md struct {
-		Policies []apiGuardrail `json:"policies"`
+	if ref.Owner { // the API shows a dataset's guardrails to its owner and admins (§2.5)
+		gs, err := q.store().ListGuardrails(q.r.Context(), d.ID)
+		if err != nil {
+			return err
+		}
+		for _, g := range gs {
+			v.List = append(v.List, apiGuardrail{ID: g.ID, Name: g.Name, Content: g.Content, Enabled: g.Enabled, Action: g.Action,
+				Version: g.Version, Severity: g.Severity, LastUpdatedTime: g.TimeUpdated.UTC().Format("2006-01-02 15:04:05")})
+		}
 	}
-	_ = json.Unmarshal(d.ExtraMetadata, &md)
-	v.List = md.Policies
 	qs := q.r.URL.Query()
 	sel := qs.Get("g")
 	if edit != nil {

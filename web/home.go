@@ -22,14 +22,16 @@ type apiDataset struct {
 	User            *struct {
 		Username string `json:"username"`
 	} `json:"user"`
-	NumTraces *int `json:"num_traces"`
-	Queries   []struct {
-		ID        string `json:"id"`
-		Name      string `json:"name"`
-		Query     string `json:"query"`
-		Count     *int   `json:"count"`
-		Deletable bool   `json:"deletable"`
-	} `json:"queries"`
+	NumTraces *int             `json:"num_traces"`
+	Queries   []savedQueryView `json:"queries"`
+}
+
+type savedQueryView struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Query     string `json:"query"`
+	Count     *int   `json:"count"`
+	Deletable bool   `json:"deletable"`
 }
 
 func (d *apiDataset) username() string {

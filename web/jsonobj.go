@@ -34,6 +34,19 @@ func members(raw json.RawMessage) (out []kv, ok bool) {
 	return out, true
 }
 
+// object decodes a JSON object whose member order does not matter (an
+// event's top-level keys); ok is false for anything else.
+func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
 // get returns the member k of an object's members.
 func get(ms []kv, k string) json.RawMessage {
 	for _, m := range ms {

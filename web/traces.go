@@ -1,10 +1,12 @@
 package web
 
 import (
+	"encoding/json"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -43,8 +45,7 @@ type tracesView struct {
 	Sort       string
 	Sorts      []string
 	QueryError *queryErrorView
-	Total      int
-	Estimate   bool
+	Total      int // -1: not counted (a query)
 	Rows       []traceRow
 	Next       string // URL of the next page ("" = last)
 	Chips      []chip
@@ -92,13 +93,13 @@ type countRow struct {
 
 var traceSorts = []string{"index", "-index", "time_created", "-time_created", "time_last_pushed", "-time_last_pushed"}
 
-// datasetFromPath loads /u/{user}/{dataset} through the API (404 when the
-// caller cannot read it).
+// datasetFromPath loads /u/{user}/{dataset} with the API's read rules
+// (404 when the caller cannot read it; signed out, the login page).
 func (q *request) datasetFromPath() (*apiDataset, *DatasetRef, error) {
-	var d apiDataset
-	target := "/api/v1/dataset/byuser/" + url.PathEscape(q.r.PathValue("user")) + "/" + url.PathEscape(q.r.PathValue("dataset"))
-	if err := q.api("GET", target, nil, &d); err != nil {
-		if ae := asAPIError(err); ae != nil && (ae.Status == 404 || ae.Status == 403) {
+	ctx := q.r.Context()
+	sd, err := q.h.srv.DatasetForRead(q.r, q.caller, q.r.PathValue("user"), q.r.PathValue("dataset"))
+	if err != nil {
+		if ae := asAPIError(err); ae != nil && ae.Status == 404 {
 			if q.caller == nil {
 				return nil, nil, q.needLogin()
 			}
@@ -106,8 +107,34 @@ func (q *request) datasetFromPath() (*apiDataset, *DatasetRef, error) {
 		}
 		return nil, nil, err
 	}
-	ref := &DatasetRef{ID: d.ID, User: d.username(), Name: d.Name, Owner: q.caller != nil && (q.caller.User.ID == d.UserID || q.caller.IsAdmin())}
-	return &d, ref, nil
+	d := &apiDataset{ID: sd.ID, Name: sd.Name, ExtraMetadata: sd.Metadata, IsPublic: sd.IsPublic, UserID: sd.OwnerID}
+	if len(d.ExtraMetadata) == 0 {
+		d.ExtraMetadata = json.RawMessage("{}")
+	}
+	n := sd.NumTraces
+	d.NumTraces = &n
+	if sd.LatestTraceTime != nil {
+		lt := sd.LatestTraceTime.UTC().Format(time.RFC3339)
+		d.LatestTraceTime = &lt
+	}
+	owner := q.r.PathValue("user")
+	d.User = &struct {
+		Username string `json:"username"`
+	}{owner}
+	for _, b := range []struct{ name, query string }{{"All", ""}, {"Annotated", "is:annotated"}, {"Unannotated", "not:annotated"}, {"Flagged", "is:flagged"}} {
+		sq := savedQueryView{Name: b.name, Query: b.query}
+		if b.query == "" {
+			sq.Count = &n
+		}
+		d.Queries = append(d.Queries, sq)
+	}
+	if saved, err := q.store().ListSavedQueries(ctx, sd.ID); err == nil {
+		for _, x := range saved {
+			d.Queries = append(d.Queries, savedQueryView{ID: x.ID, Name: x.Name, Query: x.Query, Deletable: true})
+		}
+	}
+	ref := &DatasetRef{ID: d.ID, User: owner, Name: d.Name, Owner: q.caller != nil && q.h.srv.CanWrite(q.caller, d.UserID)}
+	return d, ref, nil
 }
 
 func (h *Handler) tracesPage(q *request) error {
@@ -121,22 +148,22 @@ func (h *Handler) tracesPage(q *request) error {
 	if v.Sort != "" && !contains(traceSorts, v.Sort) {
 		v.Sort = ""
 	}
-	target := "/api/v1/search?limit=50&dataset=" + url.QueryEscape(d.ID) + "&q=" + url.QueryEscape(v.Query)
-	if v.Sort != "" {
-		target += "&sort=" + url.QueryEscape(v.Sort)
-	}
-	if c := qs.Get("cursor"); c != "" {
-		target += "&cursor=" + url.QueryEscape(c)
-	}
 	var res apiSearch
-	if err := q.api("GET", target, nil, &res); err != nil {
+	body, err := h.srv.SearchPage(q.r, q.caller, d.ID, v.Query, v.Sort, qs.Get("cursor"), 50)
+	if err == nil {
+		err = json.Unmarshal(body, &res)
+	}
+	if err != nil {
 		ae := asAPIError(err)
 		if ae == nil || ae.Status != 400 {
 			return err
 		}
 		v.QueryError = queryErrorOf(v.Query, ae.Detail, ae.Extra["position"])
 	}
-	v.Total, v.Estimate = res.Total, res.TotalIsEstimate
+	v.Total = res.Total
+	if v.Query == "" && d.NumTraces != nil {
+		v.Total = *d.NumTraces
+	}
 	base := ref.URL()
 	groups := map[string]int{}
 	for _, t := range res.Traces {

@@ -268,8 +268,8 @@ func buildEvents(msgs []json.RawMessage, from, to int, ms *marks) []*eventView {
 	evs := make([]*eventView, 0, to-from)
 	outputOf := map[string]int{} // tool_call_id -> event index
 	for i := from; i < to; i++ {
-		if o, ok := members(msgs[i]); ok {
-			if id, ok := str(get(o, "tool_call_id")); ok && id != "" {
+		if o, ok := object(msgs[i]); ok {
+			if id, ok := str(o["tool_call_id"]); ok && id != "" {
 				if _, dup := outputOf[id]; !dup {
 					outputOf[id] = i
 				}
@@ -312,24 +312,24 @@ func buildEvents(msgs []json.RawMessage, from, to int, ms *marks) []*eventView {
 func buildEvent(i int, raw json.RawMessage, ms *marks) *eventView {
 	addr := "messages." + strconv.Itoa(i)
 	ev := &eventView{N: i, Addr: addr, Boxes: ms.whole[addr]}
-	o, ok := members(raw)
+	o, ok := object(raw)
 	if !ok {
 		ev.Parts = []partView{{Other: pretty(raw)}}
 		return ev
 	}
-	ev.Role, _ = str(get(o, "role"))
-	ev.Time, _ = str(get(o, "timestamp"))
-	ev.MsgID, _ = str(get(o, "message_id"))
-	ev.ToolCallID, _ = str(get(o, "tool_call_id"))
-	if c := get(o, "content"); len(c) > 0 && string(c) != `""` {
+	ev.Role, _ = str(o["role"])
+	ev.Time, _ = str(o["timestamp"])
+	ev.MsgID, _ = str(o["message_id"])
+	ev.ToolCallID, _ = str(o["tool_call_id"])
+	if c := o["content"]; len(c) > 0 && string(c) != `""` {
 		ev.Parts = contentParts(addr+".content", c, ms)
 	}
-	if e := get(o, "error"); len(e) > 0 {
+	if e := o["error"]; len(e) > 0 {
 		if s, ok := str(e); ok {
 			ev.Err = ms.leaf(addr+".error", s)
 		}
 	}
-	if tc := get(o, "tool_calls"); len(tc) > 0 {
+	if tc := o["tool_calls"]; len(tc) > 0 {
 		var calls []json.RawMessage
 		if json.Unmarshal(tc, &calls) == nil {
 			for j, c := range calls {
@@ -337,7 +337,7 @@ func buildEvent(i int, raw json.RawMessage, ms *marks) *eventView {
 			}
 		}
 	}
-	if fn := get(o, "function"); len(fn) > 0 && len(ev.Calls) == 0 { // a legacy bare tool call
+	if fn := o["function"]; len(fn) > 0 && len(ev.Calls) == 0 { // a legacy bare tool call
 		ev.Calls = append(ev.Calls, buildCall(addr, raw, ms))
 		if ev.Role == "" {
 			ev.Role = "tool call"
@@ -363,21 +363,21 @@ func contentParts(path string, c json.RawMessage, ms *marks) []partView {
 	var out []partView
 	for k, p := range parts {
 		pp := path + "." + strconv.Itoa(k)
-		o, ok := members(p)
+		o, ok := object(p)
 		if !ok {
 			out = append(out, partView{Other: pretty(p)})
 			continue
 		}
-		typ, _ := str(get(o, "type"))
+		typ, _ := str(o["type"])
 		switch {
 		case typ == "text":
-			s, _ := str(get(o, "text"))
+			s, _ := str(o["text"])
 			out = append(out, partView{Leaf: ms.leaf(pp+".text", s)})
 		case typ == "image_url":
 			var iu struct {
 				URL string `json:"url"`
 			}
-			if u := get(o, "image_url"); len(u) > 0 && u[0] == '"' {
+			if u := o["image_url"]; len(u) > 0 && u[0] == '"' {
 				iu.URL, _ = str(u)
 			} else {
 				_ = json.Unmarshal(u, &iu)
@@ -407,15 +407,15 @@ func imageOf(path, u string, ms *marks) *imageView {
 
 func buildCall(addr string, raw json.RawMessage, ms *marks) *callView {
 	c := &callView{Addr: addr, Boxes: ms.whole[addr]}
-	o, ok := members(raw)
+	o, ok := object(raw)
 	if !ok {
 		return c
 	}
-	c.ID, _ = str(get(o, "id"))
-	fn, _ := members(get(o, "function"))
-	name, _ := str(get(fn, "name"))
+	c.ID, _ = str(o["id"])
+	fn, _ := object(o["function"])
+	name, _ := str(fn["name"])
 	c.Name = ms.leaf(addr+".function.name", name)
-	args := get(fn, "arguments")
+	args := fn["arguments"]
 	apath := addr + ".function.arguments"
 	if s, ok := str(args); ok {
 		c.RawArgs = ms.leaf(apath, s)
