@@ -197,7 +197,7 @@ func (tb *tab) shot(t *testing.T, name string) {
 	}
 	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
 	defer cancel()
-	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	tb.check(t, "screenshot "+name, err)
 	if err := os.MkdirAll("testdata/screenshots", 0o755); err != nil {
 		t.Fatal(err)

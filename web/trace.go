@@ -62,6 +62,7 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 	v.CanComment = q.caller != nil && q.caller.CanWrite()
 	v.CanDelete = q.caller != nil && q.caller.CanWrite() && (q.caller.User.ID == t.UserID || q.caller.IsAdmin())
 	v.Metadata = pretty(t.ExtraMetadata)
+	v.Created = shortTime(t.TimeCreated)
 	v.Source = traceSource(&t)
 	v.Proof = h.proofBadge(q, t.ID)
 

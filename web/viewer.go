@@ -86,6 +86,7 @@ type traceView struct {
 	Layout
 	T          *apiTrace
 	Name       string
+	Created    string
 	Source     string
 	Proof      string // verified, tampered, unsigned, open
 	Metadata   string
