@@ -139,3 +139,7 @@ func (s *Server) SearchPage(r *http.Request, c *Caller, datasetID, q, sort, curs
 	}
 	return json.Marshal(out)
 }
+
+// SharingEnabled reports whether link sharing of traces is on
+// (sharing.enabled).
+func (s *Server) SharingEnabled() bool { return !s.cfg.SharingDisabled }

@@ -136,8 +136,8 @@ func (h *Handler) findingsPage(q *request) error {
 			Suites  []evalSuite  `json:"suites"`
 			Results []evalResult `json:"results"`
 		}
-		if q.api("GET", "/api/v1/evals", nil, &ev) == nil {
-			v.Evals, v.Results = ev.Suites, ev.Results
+		if q.api("GET", "/api/v1/evals", nil, &ev) == nil && len(ev.Results) > 0 {
+			v.Evals, v.Results = evalsOf(q, d.ID, ev.Results)
 		}
 	}
 	return q.render("findings", v)
@@ -178,4 +178,48 @@ func (h *Handler) findingsTriage(q *request) error {
 		}
 	}
 	return redirect(back)
+}
+
+// evalsOf keeps the eval results whose run is in the dataset and sums
+// them per suite (ledger.md §8.3: a suite passes when every case passes).
+func evalsOf(q *request, datasetID string, results []evalResult) ([]evalSuite, []evalResult) {
+	ids := make([]string, 0, len(results))
+	for _, r := range results {
+		ids = append(ids, r.RunID)
+	}
+	ts, err := q.store().ListTraces(q.r.Context(), store.TraceFilter{DatasetID: datasetID, IDs: ids})
+	if err != nil {
+		return nil, nil
+	}
+	in := map[string]bool{}
+	for _, t := range ts {
+		in[t.ID] = true
+	}
+	var kept []evalResult
+	suites := map[string]*evalSuite{}
+	var order []string
+	for _, r := range results {
+		if !in[r.RunID] {
+			continue
+		}
+		kept = append(kept, r)
+		s := suites[r.Suite]
+		if s == nil {
+			s = &evalSuite{Suite: r.Suite, Status: "pass"}
+			suites[r.Suite] = s
+			order = append(order, r.Suite)
+		}
+		s.Cases++
+		if r.Status == "pass" {
+			s.Passed++
+		} else {
+			s.Failed++
+			s.Status = "fail"
+		}
+	}
+	out := make([]evalSuite, 0, len(order))
+	for _, name := range order {
+		out = append(out, *suites[name])
+	}
+	return out, kept
 }

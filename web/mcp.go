@@ -1,6 +1,9 @@
 package web
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"net/url"
+)
 
 type mcpView struct {
 	Layout
@@ -43,4 +46,26 @@ func (h *Handler) mcpPage(q *request) error {
 		}
 	}
 	return q.render("mcp", v)
+}
+
+// pinApprove promotes a pin's pending version (API §13).
+func (h *Handler) pinApprove(q *request) error {
+	if err := q.needLogin(); err != nil {
+		return err
+	}
+	if err := q.api("POST", "/api/v1/mcp/pins/"+url.PathEscape(q.r.PathValue("id"))+"/approve", map[string]any{}, nil); err != nil {
+		return err
+	}
+	return redirect("/mcp")
+}
+
+// pinForget forgets a pin: the next sighting is trusted as new (API §13).
+func (h *Handler) pinForget(q *request) error {
+	if err := q.needLogin(); err != nil {
+		return err
+	}
+	if err := q.api("DELETE", "/api/v1/mcp/pins/"+url.PathEscape(q.r.PathValue("id")), nil, nil); err != nil {
+		return err
+	}
+	return redirect("/mcp")
 }

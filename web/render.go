@@ -240,10 +240,13 @@ func (q *request) needLogin() error {
 func (q *request) api(method, target string, body any, out any) error {
 	var b []byte
 	if body != nil {
-		var err error
-		if b, err = json.Marshal(body); err != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // text is stored as typed, never as \u003c
+		if err := enc.Encode(body); err != nil {
 			return fmt.Errorf("encode %s %s: %w", method, target, err)
 		}
+		b = buf.Bytes()
 	}
 	return q.apiRaw(method, target, b, out)
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/url"
 	"strings"
@@ -27,10 +28,16 @@ func (h *Handler) datasetSettingsPage(q *request) error {
 }
 
 func (h *Handler) renderDatasetSettings(q *request, d *apiDataset, ref *DatasetRef, msg string) error {
-	md := map[string]json.RawMessage{}
-	_ = json.Unmarshal(d.ExtraMetadata, &md)
+	md := map[string]any{}
+	dec := json.NewDecoder(bytes.NewReader(d.ExtraMetadata))
+	dec.UseNumber()
+	_ = dec.Decode(&md)
 	delete(md, "policies") // synthesized for owners, never stored (API §2.5)
-	b, _ := json.Marshal(md)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the text area shows the metadata as stored
+	_ = enc.Encode(md)
+	b := bytes.TrimSpace(buf.Bytes())
 	v := &dsettingsView{Layout: q.layout("Settings · " + d.Name), DS: d, Metadata: pretty(b), Error: msg, Saved: q.r.URL.Query().Get("saved") != ""}
 	v.Dataset, v.Section = ref, "dsettings"
 	return q.render("dsettings", v)
@@ -161,6 +168,9 @@ func (h *Handler) keyCreate(q *request) error {
 	}
 	var nk newKey
 	body := map[string]any{"name": strings.TrimSpace(q.form("name")), "scope": q.form("scope")}
+	if u := strings.TrimSpace(q.form("user")); u != "" && u != q.caller.User.Username {
+		body["user"] = u // admins only; the API refuses others
+	}
 	if err := q.api("POST", "/api/v1/keys/create", body, &nk); err != nil {
 		if ae := asAPIError(err); ae != nil && ae.Status < 500 {
 			q.status = ae.Status
@@ -176,6 +186,34 @@ func (h *Handler) keyRevoke(q *request) error {
 		return err
 	}
 	if err := q.api("DELETE", "/api/v1/keys/"+url.PathEscape(q.r.PathValue("id")), nil, nil); err != nil {
+		return err
+	}
+	return redirect("/settings")
+}
+
+// userCreate creates a user (admin; API §12.2).
+func (h *Handler) userCreate(q *request) error {
+	if err := q.needLogin(); err != nil {
+		return err
+	}
+	body := map[string]any{"username": strings.TrimSpace(q.form("username")), "role": q.form("role")}
+	if err := q.api("POST", "/api/v1/users", body, &map[string]any{}); err != nil {
+		if ae := asAPIError(err); ae != nil && ae.Status < 500 {
+			q.status = ae.Status
+			return h.renderSettings(q, nil, ae.Detail)
+		}
+		return err
+	}
+	return redirect("/settings")
+}
+
+// userUpdate disables or enables a user (admin; API §12.2).
+func (h *Handler) userUpdate(q *request) error {
+	if err := q.needLogin(); err != nil {
+		return err
+	}
+	body := map[string]any{"disabled": q.form("disabled") == "on"}
+	if err := q.api("PATCH", "/api/v1/users/"+url.PathEscape(q.r.PathValue("id")), body, nil); err != nil {
 		return err
 	}
 	return redirect("/settings")

@@ -65,6 +65,14 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 	v.Created = shortTime(t.TimeCreated)
 	v.Source = traceSource(&t)
 	v.Proof = h.proofBadge(q, t.ID)
+	if v.CanDelete && h.srv.SharingEnabled() {
+		var sh struct {
+			Shared bool `json:"shared"`
+		}
+		if q.api("GET", "/api/v1/trace/"+url.PathEscape(t.ID)+"/shared", nil, &sh) == nil {
+			v.Sharing, v.Shared = true, sh.Shared
+		}
+	}
 
 	// Search hits of the query the list was opened with.
 	hits := map[string]apiHighlight{}
@@ -209,4 +217,39 @@ func (h *Handler) commentDelete(q *request) error {
 		return err
 	}
 	return redirect(safeNext(q.form("back")))
+}
+
+// traceDelete deletes a trace (owner; API §5) and returns to its dataset.
+func (h *Handler) traceDelete(q *request) error {
+	if err := q.needLogin(); err != nil {
+		return err
+	}
+	id := q.r.PathValue("id")
+	var t apiTrace
+	if err := q.api("GET", "/api/v1/trace/"+url.PathEscape(id)+"?max_length=1", nil, &t); err != nil {
+		return err
+	}
+	if err := q.api("DELETE", "/api/v1/trace/"+url.PathEscape(id), nil, nil); err != nil {
+		return err
+	}
+	if t.DatasetName != nil {
+		return redirect("/u/" + url.PathEscape(t.User) + "/" + url.PathEscape(*t.DatasetName))
+	}
+	return redirect("/")
+}
+
+// traceShare turns link sharing of a trace on or off (API §5).
+func (h *Handler) traceShare(q *request) error {
+	if err := q.needLogin(); err != nil {
+		return err
+	}
+	id := q.r.PathValue("id")
+	method := "DELETE"
+	if q.form("shared") == "on" {
+		method = "PUT"
+	}
+	if err := q.api(method, "/api/v1/trace/"+url.PathEscape(id)+"/shared", nil, nil); err != nil {
+		return err
+	}
+	return redirect("/trace/" + url.PathEscape(id))
 }

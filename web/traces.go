@@ -278,3 +278,24 @@ func contains(l []string, s string) bool {
 	}
 	return false
 }
+
+// querySave saves the current query of a dataset's trace list
+// (PUT /api/v1/dataset/byuser/{u}/{d}/s).
+func (h *Handler) querySave(q *request) error {
+	if err := q.needLogin(); err != nil {
+		return err
+	}
+	_, ref, err := q.datasetFromPath()
+	if err != nil {
+		return err
+	}
+	name, query := strings.TrimSpace(q.form("name")), q.form("q")
+	if name == "" {
+		name = query
+	}
+	target := "/api/v1/dataset/byuser/" + url.PathEscape(ref.User) + "/" + url.PathEscape(ref.Name) + "/s"
+	if err := q.api("PUT", target, map[string]any{"name": name, "query": query}, &map[string]any{}); err != nil {
+		return err
+	}
+	return redirect(ref.URL() + "?q=" + url.QueryEscape(query))
+}

@@ -98,6 +98,8 @@ type traceView struct {
 	Query      string
 	CanComment bool
 	CanDelete  bool
+	Sharing    bool // link sharing is on and the caller may change it
+	Shared     bool
 	SelfURL    string
 	Error      string
 }

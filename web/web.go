@@ -93,6 +93,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /u/{user}/{dataset}/t/{index}", h.page(h.traceByIndex))
 	m.HandleFunc("GET /trace/{id}", h.page(h.traceByID))
 	m.HandleFunc("POST /trace/{id}/comments", h.page(h.commentAdd))
+	m.HandleFunc("POST /trace/{id}/delete", h.page(h.traceDelete))
+	m.HandleFunc("POST /trace/{id}/share", h.page(h.traceShare))
 	m.HandleFunc("POST /trace/{id}/comments/{aid}", h.page(h.commentEdit))
 	m.HandleFunc("POST /trace/{id}/comments/{aid}/delete", h.page(h.commentDelete))
 	m.HandleFunc("GET /u/{user}/{dataset}/guardrails", h.page(h.guardrailsPage))
@@ -106,9 +108,14 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /playground", h.page(h.playgroundPage))
 	m.HandleFunc("POST /playground", h.page(h.playgroundPage))
 	m.HandleFunc("GET /mcp", h.page(h.mcpPage))
+	m.HandleFunc("POST /mcp/pins/{id}/approve", h.page(h.pinApprove))
+	m.HandleFunc("POST /mcp/pins/{id}/forget", h.page(h.pinForget))
 	m.HandleFunc("GET /settings", h.page(h.settingsPage))
 	m.HandleFunc("POST /settings/keys", h.page(h.keyCreate))
 	m.HandleFunc("POST /settings/keys/{id}/revoke", h.page(h.keyRevoke))
+	m.HandleFunc("POST /settings/users", h.page(h.userCreate))
+	m.HandleFunc("POST /settings/users/{id}", h.page(h.userUpdate))
+	m.HandleFunc("POST /u/{user}/{dataset}/queries", h.page(h.querySave))
 	m.HandleFunc("/", h.page(h.notFoundPage))
 }
 

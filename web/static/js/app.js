@@ -151,8 +151,12 @@
       tr.addEventListener("click", pick);
       tr.addEventListener("keydown", pick);
     });
-    $$("[data-comment-delete]").forEach(function (b) {
-      b.addEventListener("click", function (e) { if (!confirm("Delete this comment?")) e.preventDefault(); });
+  }
+
+  // ---- Confirmations before destructive buttons --------------------------
+  function confirms() {
+    $$("[data-confirm]").forEach(function (b) {
+      b.addEventListener("click", function (e) { if (!confirm(b.getAttribute("data-confirm"))) e.preventDefault(); });
     });
   }
 
@@ -316,7 +320,7 @@
     save();
   }
 
-  var features = [listNav, navigator, copyLinks, comments, upload, triage, backtest, playground];
+  var features = [listNav, navigator, copyLinks, comments, confirms, upload, triage, backtest, playground];
   window.vigilFeatures = features;
   document.addEventListener("DOMContentLoaded", function () {
     features.forEach(function (f) { f(); });
