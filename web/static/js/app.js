@@ -298,6 +298,32 @@
     });
   }
 
+
+  // ---- Rule editor: line numbers that follow the text --------------------
+  function editor() {
+    var ta = $("#g-policy"), g = $("#g-gutter");
+    if (!ta || !g) return;
+    function lines() {
+      var n = ta.value.split("\n").length;
+      while (g.children.length < n) g.appendChild(el("span", "gl"));
+      while (g.children.length > n) g.removeChild(g.lastChild);
+    }
+    function sync() { g.scrollTop = ta.scrollTop; }
+    var release = false; // Esc, then Tab leaves the editor (no keyboard trap)
+    ta.addEventListener("input", function () { release = false; lines(); });
+    ta.addEventListener("scroll", sync);
+    ta.addEventListener("keydown", function (e) {
+      if (e.key === "Escape") { release = true; return; }
+      if (e.key === "Tab" && !release && !e.shiftKey && !e.ctrlKey && !e.metaKey && !e.altKey) { // indent, as the language needs
+        e.preventDefault();
+        var s = ta.selectionStart;
+        ta.setRangeText("    ", s, ta.selectionEnd, "end");
+        lines();
+      }
+    });
+    lines();
+  }
+
   // ---- Playground: the state lives in the URL fragment ------------------
   function playground() {
     var form = $("#playground");
@@ -320,7 +346,7 @@
     save();
   }
 
-  var features = [listNav, navigator, copyLinks, comments, confirms, upload, triage, backtest, playground];
+  var features = [listNav, navigator, copyLinks, comments, confirms, upload, triage, backtest, editor, playground];
   window.vigilFeatures = features;
   document.addEventListener("DOMContentLoaded", function () {
     features.forEach(function (f) { f(); });
