@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
@@ -241,6 +242,15 @@ func TestBrowserSignInSearchTrace(t *testing.T) {
 		t.Fatalf("finding highlight covers %q", finding)
 	}
 	tb.shot(t, "trace")
+	if *screenshots { // the dark theme follows the system setting
+		if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}); err != nil {
+			t.Fatal(err)
+		}
+		tb.shot(t, "trace-dark")
+		if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tb.do(t, "navigator n", chromedp.KeyEvent("n"), chromedp.Sleep(150*time.Millisecond))
 	if !eval[bool](t, tb, `document.querySelectorAll(".flash-on").length > 0`) {
 		t.Error("n did not flash a highlight")
@@ -399,4 +409,20 @@ func TestBrowserBigTrace(t *testing.T) {
 	tb.do(t, "big trace", chromedp.Navigate(tb.url("/trace/"+tid)), chromedp.WaitVisible(chromedp.CSS(`[id="messages.0"]`)))
 	ms := eval[float64](t, tb, `performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd`)
 	t.Logf("10,000-event trace: first screen (DOMContentLoaded) after %.0f ms; 500 events on the page", ms)
+}
+
+// The new-dataset form uploads a JSONL file with a progress bar.
+func TestBrowserUpload(t *testing.T) {
+	e := newEnv(t)
+	tb := newTab(t, e)
+	tb.login(t, adminKey)
+	path := filepath.Join(t.TempDir(), "traces.jsonl")
+	if err := os.WriteFile(path, []byte(`{"messages":[{"role":"user","content":"uploaded one"}]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tb.do(t, "upload", chromedp.SendKeys(chromedp.ID("ds-name"), "up"), chromedp.SetUploadFiles(chromedp.ID("ds-file"), []string{path}),
+		chromedp.Click(chromedp.Search(`//form[@id="new-dataset"]//button`)), chromedp.WaitVisible(chromedp.ID("q")))
+	if got := tb.text(t, "tbody td:nth-child(2)"); got != "trace 0" {
+		t.Fatalf("uploaded trace row %q", got)
+	}
 }
