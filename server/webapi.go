@@ -89,6 +89,9 @@ func (r *callRecorder) Flush() {}
 // endpoint's saved-query counts, which a page over a large dataset cannot
 // afford on every view.
 func (s *Server) DatasetForRead(r *http.Request, c *Caller, username, name string) (*store.Dataset, error) {
+	if err := readScope(c); err != nil {
+		return nil, err
+	}
 	r2 := r.Clone(r.Context())
 	r2.SetPathValue("id", "")
 	r2.SetPathValue("username", username)
@@ -108,6 +111,9 @@ func (s *Server) CanWrite(c *Caller, ownerID string) bool { return s.canWrite(c.
 // its position. The dataset must already be readable by c
 // (DatasetForRead).
 func (s *Server) SearchPage(r *http.Request, c *Caller, datasetID, q, sort, cursor string, limit int) ([]byte, error) {
+	if err := readScope(c); err != nil {
+		return nil, err
+	}
 	p := c.principal()
 	parsed, err := parseQuery(q)
 	if err != nil {
@@ -143,3 +149,13 @@ func (s *Server) SearchPage(r *http.Request, c *Caller, datasetID, q, sort, curs
 // SharingEnabled reports whether link sharing of traces is on
 // (sharing.enabled).
 func (s *Server) SharingEnabled() bool { return !s.cfg.SharingDisabled }
+
+// readScope is the route-level check of the API's read endpoints
+// (accessAnon): anonymous callers, or keys with read scope or more; an
+// ingest key gets the API's 403.
+func readScope(c *Caller) error {
+	if p := c.principal(); !p.allows(accessAnon) {
+		return apiErr(http.StatusForbidden, CodeForbidden, "API key scope %q does not allow this request (needs %s)", p.scope(), accessNames[accessAnon])
+	}
+	return nil
+}

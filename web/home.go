@@ -67,6 +67,10 @@ func (h *Handler) homePage(q *request) error {
 }
 
 func (h *Handler) renderHome(q *request, v *homeView) error {
+	if !q.caller.CanRead() {
+		v.Error = "This session's key has scope \"" + q.caller.Scope() + "\": it can push traces and run the playground, but it cannot read datasets."
+		return q.render("home", v)
+	}
 	var list []apiDataset
 	if err := q.api("GET", "/api/v1/dataset/list", nil, &list); err != nil {
 		return err

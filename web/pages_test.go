@@ -284,6 +284,16 @@ func TestPermissions(t *testing.T) {
 	if len(rows) != len(list) {
 		t.Fatalf("home lists %d datasets, API %d", len(rows), len(list))
 	}
+	// An ingest key reads nothing, as in the API.
+	ing := e.browser(t, e.newKey(t, "bob", "ingest"))
+	if code, body, _ := ing.get(t, "/"); code != 200 || !strings.Contains(body, "cannot read datasets") {
+		t.Errorf("ingest key home: %d", code)
+	}
+	for _, p := range []string{"/u/bob/bobs-private", "/u/bob/bobs-public", "/u/bob/bobs-private/t/0", "/u/bob/bobs-private/findings"} {
+		if code, _, _ := ing.get(t, p); code != 403 && code != 404 {
+			t.Errorf("ingest key %s: %d", p, code)
+		}
+	}
 	// A read key reads but cannot comment or triage.
 	r := e.browser(t, reader)
 	if code, body, _ := r.get(t, "/u/bob/bobs-public/t/0"); code != 200 || strings.Contains(body, "comment-form") {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -99,6 +100,9 @@ func (q *request) datasetFromPath() (*apiDataset, *DatasetRef, error) {
 	ctx := q.r.Context()
 	sd, err := q.h.srv.DatasetForRead(q.r, q.caller, q.r.PathValue("user"), q.r.PathValue("dataset"))
 	if err != nil {
+		if ae := asAPIError(err); ae != nil && ae.Status == 403 {
+			return nil, nil, errNoRead(q)
+		}
 		if ae := asAPIError(err); ae != nil && ae.Status == 404 {
 			if q.caller == nil {
 				return nil, nil, q.needLogin()
@@ -298,4 +302,9 @@ func (h *Handler) querySave(q *request) error {
 		return err
 	}
 	return redirect(ref.URL() + "?q=" + url.QueryEscape(query))
+}
+
+// errNoRead is the page for a key whose scope reads nothing (ingest).
+func errNoRead(q *request) error {
+	return &httpError{http.StatusForbidden, "This session's key has scope \"" + q.caller.Scope() + "\", which cannot read traces. Sign in with a read or full key."}
 }
