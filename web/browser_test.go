@@ -309,9 +309,12 @@ func TestBrowserGuardrailAndBacktest(t *testing.T) {
 	if status := tb.text(t, "#bt-status"); !strings.Contains(status, "done: 1 traces, 1 triggered") {
 		t.Fatalf("backtest status %q", status)
 	}
-	if link := eval[string](t, tb, `document.querySelector("#bt-triggered a").getAttribute("href")`); !strings.Contains(link, "/u/admin/demo/t/0#messages.1.tool_calls.0") {
-		t.Errorf("triggered trace link %q", link)
+	link := eval[string](t, tb, `document.querySelector("#bt-triggered a").getAttribute("href")`)
+	if !strings.Contains(link, "/u/admin/demo/t/0?hl=messages.1.tool_calls.0") {
+		t.Fatalf("triggered trace link %q", link)
 	}
+	// The link opens the trace with the violation highlighted.
+	tb.do(t, "open triggered", chromedp.Click(chromedp.CSS("#bt-triggered a")), chromedp.WaitVisible(chromedp.CSS(`[data-source="violation"]`)))
 	tb.shot(t, "guardrails")
 }
 

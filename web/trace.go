@@ -108,6 +108,14 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 	for addr, hl := range hits {
 		ms.add(addr, "search", "", "search: "+hl.Content)
 	}
+	// ?hl= marks violations a backtest found (not stored) on the page.
+	var extra []apiAnnotation
+	for _, addr := range q.r.URL.Query()["hl"] {
+		if _, ok := parseAddress(addr); ok && len(extra) < 100 {
+			ms.add(addr, "violation", "", "backtest violation")
+			extra = append(extra, apiAnnotation{Content: "backtest violation", Address: addr, ExtraMetadata: json.RawMessage(`{"source":"violation"}`)})
+		}
+	}
 
 	// Pages of 500 events; the navigator covers them all.
 	n := len(t.Messages)
@@ -136,7 +144,7 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 		}
 		return min(i/eventsPerPage, pages-1)
 	}
-	v.Nav = navigator(t.Annotations, hits, self, pageOf, v.Page)
+	v.Nav = navigator(append(extra, t.Annotations...), hits, self, pageOf, v.Page)
 	from, to := v.Page*eventsPerPage, min(n, (v.Page+1)*eventsPerPage)
 	v.Events = buildEvents(t.Messages, from, to, ms)
 	return q.render("trace", v)

@@ -221,9 +221,9 @@
     var cancel = $("#bt-cancel"), box = $("#backtest"), bar = $("#bt-progress"), status = $("#bt-status"), list = $("#bt-triggered");
     var ctrl = null, base = run.dataset.base, dsid = run.dataset.datasetId;
     function traceLink(index, errors) {
-      var href = base + "/t/" + index;
-      var r = errors && errors[0] && errors[0].ranges && errors[0].ranges[0];
-      if (r) href += "#" + encodeURIComponent(r);
+      var href = base + "/t/" + index, ranges = [];
+      (errors || []).forEach(function (er) { (er.ranges || []).forEach(function (r) { if (ranges.length < 20) ranges.push(r); }); });
+      if (ranges.length) href += "?" + ranges.map(function (r) { return "hl=" + encodeURIComponent(r); }).join("&") + "#" + encodeURIComponent(ranges[0]);
       return href;
     }
     run.addEventListener("click", function () {
