@@ -313,6 +313,12 @@ func TestBrowserGuardrailAndBacktest(t *testing.T) {
 	if !strings.Contains(link, "/u/admin/demo/t/0?hl=messages.1.tool_calls.0") {
 		t.Fatalf("triggered trace link %q", link)
 	}
+	// Compare a new text with the saved version: the trace no longer triggers.
+	tb.do(t, "compare", chromedp.SetValue(chromedp.ID("g-policy"), "raise \"emailed\" if:\n    (call: ToolCall)\n    call is tool:other_tool\n"),
+		chromedp.Click(chromedp.ID("bt-compare")), chromedp.WaitVisible(chromedp.Search(`//div[@id="bt-compare-out"]/h3[text()="No longer triggered"]`)))
+	if out := tb.text(t, "#bt-compare-out"); !strings.Contains(out, "0 newly triggered, 1 no longer triggered") {
+		t.Errorf("compare: %q", out)
+	}
 	// The link opens the trace with the violation highlighted.
 	tb.do(t, "open triggered", chromedp.Click(chromedp.CSS("#bt-triggered a")), chromedp.WaitVisible(chromedp.CSS(`[data-source="violation"]`)))
 	tb.shot(t, "guardrails")
