@@ -64,7 +64,8 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"--detectors-base-url (detectors.base_url); without one, rules using them fail to load.\n"+
 			"Monitors: every trace pushed, appended or uploaded into a dataset with an enabled guardrail\n"+
 			"is queued in the database with the write and checked by --monitor-workers workers; a\n"+
-			"violation becomes a finding. With -1 no worker runs and the queue keeps the jobs.", stderr)
+			"violation becomes a finding. With -1 no worker runs and the queue keeps the jobs.\n"+
+			"The web UI is served on the same address: open it in a browser and sign in with an API key.", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
