@@ -14,9 +14,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vigilhq/vigil/internal/pgtest"
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/store/postgres"
 	"github.com/vigilhq/vigil/store/sqlite"
 	"github.com/vigilhq/vigil/web"
 )
@@ -35,12 +37,30 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "vigil.db")
-	st, err := sqlite.Open(ctx, path, &sqlite.Options{Synchronous: "NORMAL"})
+	st, err := sqlite.Open(context.Background(), path, &sqlite.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := newEnvOn(t, st)
+	e.dbPath = path
+	return e
+}
+
+// newPostgresEnv is newEnv on PostgreSQL (VIGIL_TEST_POSTGRES; skipped
+// without it).
+func newPostgresEnv(t testing.TB) *env {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), pgtest.DSN(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newEnvOn(t, st)
+}
+
+func newEnvOn(t testing.TB, st store.Store) *env {
+	t.Helper()
+	ctx := context.Background()
 	t.Cleanup(func() { st.Close() })
 	if _, err := server.Bootstrap(ctx, st, server.BootstrapOptions{EnvKey: adminKey}); err != nil {
 		t.Fatal(err)
@@ -61,7 +81,7 @@ func newEnv(t testing.TB) *env {
 	srv.Mount("/", ui)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &env{Server: hs, srv: srv, ui: ui, st: st, dbPath: path}
+	return &env{Server: hs, srv: srv, ui: ui, st: st}
 }
 
 // api calls the API with a bearer key and decodes the answer into out.

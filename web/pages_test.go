@@ -35,7 +35,11 @@ func seed(t *testing.T, e *env) (traceID, datasetID string) {
 }
 
 func TestPages(t *testing.T) {
-	e := newEnv(t)
+	t.Run("sqlite", func(t *testing.T) { testPages(t, newEnv(t)) })
+	t.Run("postgres", func(t *testing.T) { testPages(t, newPostgresEnv(t)) })
+}
+
+func testPages(t *testing.T, e *env) {
 	tid, _ := seed(t, e)
 	admin := e.browser(t, adminKey)
 	anon := e.browser(t, "")
@@ -240,7 +244,11 @@ func TestCSRF(t *testing.T) {
 
 // A user sees exactly what the API shows their key.
 func TestPermissions(t *testing.T) {
-	e := newEnv(t)
+	t.Run("sqlite", func(t *testing.T) { testPermissions(t, newEnv(t)) })
+	t.Run("postgres", func(t *testing.T) { testPermissions(t, newPostgresEnv(t)) })
+}
+
+func testPermissions(t *testing.T, e *env) {
 	seed(t, e)
 	alice := e.newUser(t, "alice", "full")
 	bobKey := e.newUser(t, "bob", "full")
