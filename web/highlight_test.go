@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -123,6 +124,29 @@ func FuzzAddressAndSegment(f *testing.F) {
 		flat(segs)
 		if b.String() != string(runes) {
 			t.Fatalf("segments of %q spell %q", text, b.String())
+		}
+	})
+}
+
+// FuzzBuildEvent renders arbitrary events with arbitrary highlights: it
+// must never panic, and the text it shows must be the event's text.
+func FuzzBuildEvent(f *testing.F) {
+	for _, s := range []string{
+		`{"role":"user","content":"hello"}`,
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":{"a":"b","c":[1,2]}}}]}`,
+		`{"role":"tool","tool_call_id":"1","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]}`,
+		`{"type":"function","function":{"name":"g","arguments":"not json"}}`,
+		`[1,2]`, `"str"`, `{"content":{"weird":true}}`, `{"content":"local_img_link: /api/v1/trace/image/_/t/x.png"}`,
+	} {
+		f.Add(s, "messages.0.content:0-3")
+	}
+	f.Fuzz(func(t *testing.T, raw, addr string) {
+		ms := newMarks()
+		ms.add(addr, "user", "", "t")
+		ms.add("messages.0.content:L0", "search", "", "t")
+		evs := buildEvents([]json.RawMessage{json.RawMessage(raw)}, 0, 1, ms)
+		if len(evs) != 1 {
+			t.Fatalf("%d events from one", len(evs))
 		}
 	})
 }
