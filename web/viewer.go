@@ -312,27 +312,39 @@ func buildEvents(msgs []json.RawMessage, from, to int, ms *marks) []*eventView {
 	return out
 }
 
+// rawEvent holds the members of an event the viewer reads.
+type rawEvent struct {
+	Role       json.RawMessage `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID json.RawMessage `json:"tool_call_id"`
+	Timestamp  json.RawMessage `json:"timestamp"`
+	MessageID  json.RawMessage `json:"message_id"`
+	Error      json.RawMessage `json:"error"`
+	Function   json.RawMessage `json:"function"`
+}
+
 func buildEvent(i int, raw json.RawMessage, ms *marks) *eventView {
 	addr := "messages." + strconv.Itoa(i)
 	ev := &eventView{N: i, Addr: addr, Boxes: ms.whole[addr]}
-	o, ok := object(raw)
-	if !ok {
+	var o rawEvent
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &o) != nil {
 		ev.Parts = []partView{{Other: pretty(raw)}}
 		return ev
 	}
-	ev.Role, _ = str(o["role"])
-	ev.Time, _ = str(o["timestamp"])
-	ev.MsgID, _ = str(o["message_id"])
-	ev.ToolCallID, _ = str(o["tool_call_id"])
-	if c := o["content"]; len(c) > 0 && string(c) != `""` {
+	ev.Role, _ = str(o.Role)
+	ev.Time, _ = str(o.Timestamp)
+	ev.MsgID, _ = str(o.MessageID)
+	ev.ToolCallID, _ = str(o.ToolCallID)
+	if c := o.Content; len(c) > 0 && string(c) != `""` {
 		ev.Parts = contentParts(addr+".content", c, ms)
 	}
-	if e := o["error"]; len(e) > 0 {
+	if e := o.Error; len(e) > 0 {
 		if s, ok := str(e); ok {
 			ev.Err = ms.leaf(addr+".error", s)
 		}
 	}
-	if tc := o["tool_calls"]; len(tc) > 0 {
+	if tc := o.ToolCalls; len(tc) > 0 {
 		var calls []json.RawMessage
 		if json.Unmarshal(tc, &calls) == nil {
 			for j, c := range calls {
@@ -340,7 +352,7 @@ func buildEvent(i int, raw json.RawMessage, ms *marks) *eventView {
 			}
 		}
 	}
-	if fn := o["function"]; len(fn) > 0 && len(ev.Calls) == 0 { // a legacy bare tool call
+	if fn := o.Function; len(fn) > 0 && len(ev.Calls) == 0 { // a legacy bare tool call
 		ev.Calls = append(ev.Calls, buildCall(addr, raw, ms))
 		if ev.Role == "" {
 			ev.Role = "tool call"
@@ -410,15 +422,20 @@ func imageOf(path, u string, ms *marks) *imageView {
 
 func buildCall(addr string, raw json.RawMessage, ms *marks) *callView {
 	c := &callView{Addr: addr, Boxes: ms.whole[addr]}
-	o, ok := object(raw)
-	if !ok {
+	var o struct {
+		ID       json.RawMessage `json:"id"`
+		Function struct {
+			Name      json.RawMessage `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	}
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &o) != nil {
 		return c
 	}
-	c.ID, _ = str(o["id"])
-	fn, _ := object(o["function"])
-	name, _ := str(fn["name"])
+	c.ID, _ = str(o.ID)
+	name, _ := str(o.Function.Name)
 	c.Name = ms.leaf(addr+".function.name", name)
-	args := fn["arguments"]
+	args := o.Function.Arguments
 	apath := addr + ".function.arguments"
 	if s, ok := str(args); ok {
 		c.RawArgs = ms.leaf(apath, s)
