@@ -53,12 +53,18 @@ type tab struct {
 }
 
 // newTab opens a tab, or skips the test without Chromium.
-func newTab(t *testing.T, e *env) *tab {
+// needChromium skips a browser test without Chromium.
+func needChromium(t *testing.T) {
 	t.Helper()
-	path := os.Getenv("VIGIL_TEST_CHROMIUM")
-	if path == "" {
+	if os.Getenv("VIGIL_TEST_CHROMIUM") == "" {
 		t.Skip("VIGIL_TEST_CHROMIUM is unset (no Chromium): browser test skipped")
 	}
+}
+
+func newTab(t *testing.T, e *env) *tab {
+	t.Helper()
+	needChromium(t)
+	path := os.Getenv("VIGIL_TEST_CHROMIUM")
 	browserOnce.Do(func() {
 		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 			chromedp.WindowSize(1400, 900), chromedp.DisableGPU)
@@ -209,7 +215,8 @@ func (tb *tab) shot(t *testing.T, name string) {
 }
 
 func TestBrowserSignInSearchTrace(t *testing.T) {
-	e := newEnv(t)
+	needChromium(t)
+	e := newServeEnv(t)
 	tid, _ := seed(t, e)
 	tb := newTab(t, e)
 	tb.login(t, adminKey)
@@ -265,7 +272,8 @@ func TestBrowserSignInSearchTrace(t *testing.T) {
 }
 
 func TestBrowserCommentAddDelete(t *testing.T) {
-	e := newEnv(t)
+	needChromium(t)
+	e := newServeEnv(t)
 	tid, _ := seed(t, e)
 	tb := newTab(t, e)
 	tb.login(t, adminKey)
@@ -289,7 +297,8 @@ func TestBrowserCommentAddDelete(t *testing.T) {
 }
 
 func TestBrowserGuardrailAndBacktest(t *testing.T) {
-	e := newEnv(t)
+	needChromium(t)
+	e := newServeEnv(t)
 	seed(t, e)
 	tb := newTab(t, e)
 	tb.login(t, adminKey)
@@ -325,7 +334,8 @@ func TestBrowserGuardrailAndBacktest(t *testing.T) {
 }
 
 func TestBrowserTriage(t *testing.T) {
-	e := newEnv(t)
+	needChromium(t)
+	e := newServeEnv(t)
 	seed(t, e)
 	tb := newTab(t, e)
 	tb.login(t, adminKey)
@@ -338,7 +348,8 @@ func TestBrowserTriage(t *testing.T) {
 }
 
 func TestBrowserProof(t *testing.T) {
-	e := newEnv(t)
+	needChromium(t)
+	e := newServeEnv(t)
 	tid, _ := seed(t, e)
 	tb := newTab(t, e)
 	tb.login(t, adminKey)
@@ -367,7 +378,8 @@ func TestBrowserProof(t *testing.T) {
 // A trace whose every field holds script and markup payloads renders
 // them as text and runs none of them.
 func TestBrowserXSS(t *testing.T) {
-	e := newEnv(t)
+	needChromium(t)
+	e := newServeEnv(t)
 	p := func(field string) string {
 		return `<script>window.__xss="` + field + `"</script><img src=x onerror="window.__xss='` + field + `'"><b>` + field + `</b>"'&`
 	}
@@ -407,7 +419,8 @@ func TestBrowserXSS(t *testing.T) {
 // The first screen of a 10,000-event trace, timed in the browser (a
 // figure for the report, not an assertion).
 func TestBrowserBigTrace(t *testing.T) {
-	e := newEnv(t)
+	needChromium(t)
+	e := newServeEnv(t)
 	events := make([]map[string]any, 10000)
 	for i := range events {
 		events[i] = map[string]any{"role": []string{"user", "assistant"}[i%2], "content": fmt.Sprintf("message %d with some text to read", i)}
@@ -422,7 +435,8 @@ func TestBrowserBigTrace(t *testing.T) {
 
 // The new-dataset form uploads a JSONL file with a progress bar.
 func TestBrowserUpload(t *testing.T) {
-	e := newEnv(t)
+	needChromium(t)
+	e := newServeEnv(t)
 	tb := newTab(t, e)
 	tb.login(t, adminKey)
 	path := filepath.Join(t.TempDir(), "traces.jsonl")
