@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -177,7 +178,10 @@ func (h *Handler) proofBadge(q *request, id string) string {
 		Signer string `json:"signer"`
 	}
 	if err := q.api("GET", "/api/v1/ledger/sessions/"+url.PathEscape(id), nil, &sess); err != nil {
-		return "unsigned"
+		if ae := asAPIError(err); ae != nil && ae.Status == http.StatusNotFound && q.caller != nil && q.caller.CanRead() {
+			return "unsigned" // no session: nothing vouches for this run
+		}
+		return "proof" // the caller may not read the ledger (a shared link)
 	}
 	switch {
 	case sess.Status == "tampered":
