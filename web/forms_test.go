@@ -58,8 +58,19 @@ func TestTraceActions(t *testing.T) {
 	if code, _, _ := b.post(t, "/u/admin/demo/queries", url.Values{"q": {"tool:send_email"}, "name": {"emails"}}); code != 303 {
 		t.Fatalf("save query: %d", code)
 	}
-	if _, body, _ := b.get(t, "/u/admin/demo"); !strings.Contains(body, `>emails</a>`) {
-		t.Error("saved query not among the chips")
+	_, body, _ := b.get(t, "/u/admin/demo")
+	if !strings.Contains(body, `>emails</a>`) {
+		t.Fatal("saved query not among the chips")
+	}
+	del := regexp.MustCompile(`action="(/u/admin/demo/queries/[^"]+/delete)"`).FindStringSubmatch(body)
+	if del == nil {
+		t.Fatal("no delete form for the saved query")
+	}
+	if code, _, _ := b.post(t, del[1], nil); code != 303 {
+		t.Fatalf("delete query: %d", code)
+	}
+	if _, body, _ := b.get(t, "/u/admin/demo"); strings.Contains(body, `>emails</a>`) {
+		t.Error("saved query still listed")
 	}
 }
 

@@ -75,10 +75,11 @@ type traceRow struct {
 }
 
 type chip struct {
-	Label  string
-	URL    string
-	Active bool
-	Count  *int
+	Label     string
+	URL       string
+	Active    bool
+	Count     *int
+	DeleteURL string // a saved query its owner may delete
 }
 
 type group struct {
@@ -215,7 +216,11 @@ func (h *Handler) tracesPage(q *request) error {
 		v.Groups = append(v.Groups, group{Name: g.Name, Count: g.Count, URL: base + "?q=" + url.QueryEscape(gq)})
 	}
 	for _, sq := range d.Queries {
-		v.Chips = append(v.Chips, chip{Label: sq.Name, URL: base + "?q=" + url.QueryEscape(sq.Query), Active: sq.Query == v.Query, Count: sq.Count})
+		c := chip{Label: sq.Name, URL: base + "?q=" + url.QueryEscape(sq.Query), Active: sq.Query == v.Query, Count: sq.Count}
+		if sq.Deletable && ref.Owner {
+			c.DeleteURL = base + "/queries/" + url.PathEscape(sq.ID) + "/delete"
+		}
+		v.Chips = append(v.Chips, c)
 	}
 	for _, f := range []string{"is:flagged", "severity:critical", "severity:>=warn", "source:user", "is:blocked", "is:gateway"} {
 		nq := strings.TrimSpace(v.Query + " " + f)
@@ -307,4 +312,19 @@ func (h *Handler) querySave(q *request) error {
 // errNoRead is the page for a key whose scope reads nothing (ingest).
 func errNoRead(q *request) error {
 	return &httpError{http.StatusForbidden, "This session's key has scope \"" + q.caller.Scope() + "\", which cannot read traces. Sign in with a read or full key."}
+}
+
+// queryDelete deletes a saved query (DELETE /api/v1/dataset/query/{id}).
+func (h *Handler) queryDelete(q *request) error {
+	if err := q.needLogin(); err != nil {
+		return err
+	}
+	_, ref, err := q.datasetFromPath()
+	if err != nil {
+		return err
+	}
+	if err := q.api("DELETE", "/api/v1/dataset/query/"+url.PathEscape(q.r.PathValue("id")), nil, nil); err != nil {
+		return err
+	}
+	return redirect(ref.URL())
 }

@@ -116,6 +116,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /settings/users", h.page(h.userCreate))
 	m.HandleFunc("POST /settings/users/{id}", h.page(h.userUpdate))
 	m.HandleFunc("POST /u/{user}/{dataset}/queries", h.page(h.querySave))
+	m.HandleFunc("POST /u/{user}/{dataset}/queries/{id}/delete", h.page(h.queryDelete))
 	m.HandleFunc("/", h.page(h.notFoundPage))
 }
 
