@@ -102,6 +102,27 @@ func TestSettingsForms(t *testing.T) {
 	if code, _, h := carol.get(t, "/"); code != 303 || !strings.HasPrefix(h.Get("Location"), "/login") {
 		t.Errorf("a disabled user's session still works: %d", code)
 	}
+	// Browser sessions: this one is marked, another one can be ended.
+	other := e.browser(t, adminKey)
+	_, body, _ = b.get(t, "/settings")
+	if !strings.Contains(body, "this browser") {
+		t.Error("the current session is not marked")
+	}
+	ends := regexp.MustCompile(`action="(/settings/sessions/[0-9a-f]+/end)"`).FindAllStringSubmatch(body, -1)
+	if len(ends) == 0 {
+		t.Fatal("no other session to end")
+	}
+	for _, m := range ends {
+		if code, _, _ := b.post(t, m[1], nil); code != 303 {
+			t.Fatalf("end session: %d", code)
+		}
+	}
+	if code, _, _ := other.get(t, "/"); code != 303 {
+		t.Errorf("an ended session still works: %d", code)
+	}
+	if code, _, _ := b.get(t, "/"); code != 200 {
+		t.Errorf("the current session ended too: %d", code)
+	}
 	// Revoke a key from the list.
 	ids := regexp.MustCompile(`action="/settings/keys/([^"]+)/revoke"`).FindAllStringSubmatch(body, -1)
 	if len(ids) == 0 {

@@ -3,6 +3,8 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/vigilhq/vigil/server"
+	"github.com/vigilhq/vigil/store"
 	"net/url"
 	"strings"
 )
@@ -100,6 +102,7 @@ func errString(err error) string {
 
 type settingsView struct {
 	Layout
+	Sessions []sessionRow
 	Keys     []apiKey
 	KeysNote string
 	NewKey   *newKey
@@ -117,6 +120,11 @@ type apiKey struct {
 	Prefix      string  `json:"prefix"`
 	LastUsedAt  *string `json:"last_used_at"`
 	ExpiresAt   *string `json:"expires_at"`
+}
+
+type sessionRow struct {
+	Hash, Scope, Key, Created, LastUsed string
+	Current                             bool
 }
 
 type newKey struct {
@@ -150,6 +158,20 @@ func (h *Handler) renderSettings(q *request, nk *newKey, msg string) error {
 		v.KeysNote = "This session's key (scope " + q.caller.Scope() + ") cannot manage keys; sign in with a full key."
 	} else {
 		v.Keys = keys.Keys
+	}
+	if ss, err := q.store().ListWebSessions(q.r.Context(), q.caller.User.ID); err == nil {
+		cur := ""
+		if c, err := q.r.Cookie(server.SessionCookie); err == nil {
+			cur = store.HashKey(c.Value)
+		}
+		for _, s := range ss {
+			row := sessionRow{Hash: s.TokenHash, Scope: s.Scope, Created: s.CreatedAt.UTC().Format("2006-01-02 15:04"),
+				LastUsed: s.LastUsedAt.UTC().Format("2006-01-02 15:04"), Current: s.TokenHash == cur}
+			if k, err := q.store().GetAPIKey(q.r.Context(), s.KeyID); err == nil {
+				row.Key = k.Prefix + "…" + k.Last4
+			}
+			v.Sessions = append(v.Sessions, row)
+		}
 	}
 	if q.caller.IsAdmin() {
 		var us struct {
@@ -214,6 +236,22 @@ func (h *Handler) userUpdate(q *request) error {
 	}
 	body := map[string]any{"disabled": q.form("disabled") == "on"}
 	if err := q.api("PATCH", "/api/v1/users/"+url.PathEscape(q.r.PathValue("id")), body, nil); err != nil {
+		return err
+	}
+	return redirect("/settings")
+}
+
+// sessionEnd ends one of the caller's own browser sessions.
+func (h *Handler) sessionEnd(q *request) error {
+	if err := q.needLogin(); err != nil {
+		return err
+	}
+	hash := q.r.PathValue("hash")
+	ws, err := q.store().GetWebSession(q.r.Context(), hash)
+	if err != nil || ws.UserID != q.caller.User.ID {
+		return notFound()
+	}
+	if err := q.store().DeleteWebSession(q.r.Context(), hash); err != nil {
 		return err
 	}
 	return redirect("/settings")

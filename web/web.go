@@ -113,6 +113,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /settings", h.page(h.settingsPage))
 	m.HandleFunc("POST /settings/keys", h.page(h.keyCreate))
 	m.HandleFunc("POST /settings/keys/{id}/revoke", h.page(h.keyRevoke))
+	m.HandleFunc("POST /settings/sessions/{hash}/end", h.page(h.sessionEnd))
 	m.HandleFunc("POST /settings/users", h.page(h.userCreate))
 	m.HandleFunc("POST /settings/users/{id}", h.page(h.userUpdate))
 	m.HandleFunc("POST /u/{user}/{dataset}/queries", h.page(h.querySave))
