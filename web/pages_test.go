@@ -56,6 +56,7 @@ func testPages(t *testing.T, e *env) {
 		{"login", anon, "/login?next=/u/admin/demo", 200, []string{`name="api_key"`, `value="/u/admin/demo"`}, nil},
 		{"trace list", admin, "/u/admin/demo", 200, []string{`href="/u/admin/demo/t/0"`, "first run", "data-nav-list", `>prod</a>`, "1 traces."}, nil},
 		{"search hits", admin, "/u/admin/demo?q=report", 200, []string{`<mark class="hl src-search">report</mark>`, "Traces matching <code>report</code>"}, nil},
+		{"hierarchy group", admin, "/u/admin/demo?q=" + url.QueryEscape(`meta:hierarchy_path.0="prod"`), 200, []string{`href="/u/admin/demo/t/0?q=`}, nil},
 		{"search no hit", admin, "/u/admin/demo?q=nothinglikethis", 200, []string{"No trace matches"}, nil},
 		{"search error at position", admin, "/u/admin/demo?q=" + url.QueryEscape(`tool:"ab`), 200, []string{"unterminated", `tool:<mark class="err-at">&#34;</mark>ab`, "column 6"}, nil},
 		{"trace by index", admin, "/u/admin/demo/t/0", 200, []string{`data-address="messages.0.content:7-12"`, `data-source="user"`, `<th class="mono">to</th>`, `data-source="guardrails-error"`}, nil},
