@@ -103,9 +103,12 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 // disabled user's key then lapses with the cache (at most authCacheTTL),
 // as every other key does. It saves a store query per request.
 func (s *Server) authenticateFor(r *http.Request, fresh bool) (*principal, error) {
+	if ip, ok := r.Context().Value(inProcessKey{}).(inProcessCall); ok {
+		return ip.p, nil // an in-process call (webapi.go) carries its caller
+	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return nil, nil
+		return s.authenticateSession(r) // the browser session cookie (sessions.go)
 	}
 	scheme, key, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {

@@ -54,8 +54,10 @@ func callerOf(p *principal) *Caller {
 // a key whose user is disabled.
 var ErrInvalidKey error = errInvalidKey
 
-// Authenticate resolves the request's "Authorization: Bearer KEY" header
-// as the API does (same cache, same revocation). No header gives
+// Authenticate resolves the request's credential as the API does (same
+// cache, same revocation): the "Authorization: Bearer KEY" header, or
+// without one the browser session cookie (sessions.go; a state-changing
+// request from another origin gets a 403 *Error). No credential gives
 // (nil, nil); a bad key gives ErrInvalidKey.
 func (s *Server) Authenticate(r *http.Request) (*Caller, error) {
 	p, err := s.authenticate(r)

@@ -91,6 +91,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "POST /api/v1/users", accessAdmin, s.idempotent(s.maxJSON, s.handleUserCreate))
 	s.handle(mux, "PATCH /api/v1/users/{id}", accessAdmin, s.handleUserUpdate)
 	s.handle(mux, "DELETE /api/v1/users/{id}", accessAdmin, s.handleUserDelete)
+	s.sessionRoutes(mux) // browser sessions (§12.3), sessions.go
 
 	// Guardrails check API (§10); anonymous when check_requires_key=false.
 	check, checkAccess := newChecker(s), accessIngest

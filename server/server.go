@@ -122,6 +122,13 @@ type Config struct {
 	// that evaluates this process's queued jobs; /metrics shows them as
 	// the vigil_monitor_* families (nil: no pool, no families).
 	MonitorStats func() monitor.Stats
+
+	// SessionTTL is how long a browser session lives without use
+	// (auth.session_ttl); zero means DefaultSessionTTL.
+	SessionTTL time.Duration
+	// SecureCookies sets Secure on the session cookie even without TLS
+	// (auth.secure_cookies, for a TLS-terminating proxy in front).
+	SecureCookies bool
 }
 
 // Server serves the API. Create it with New; it is safe for concurrent use.

@@ -193,6 +193,9 @@ type WebSessions interface {
 	// DeleteWebSession deletes the session; deleting an absent one
 	// succeeds.
 	DeleteWebSession(ctx context.Context, tokenHash string) error
+	// ListWebSessions returns the user's sessions, most recently used
+	// first (the web UI's settings page).
+	ListWebSessions(ctx context.Context, userID string) ([]*WebSession, error)
 }
 
 // Datasets stores datasets (explorer-api §2.5, §4).

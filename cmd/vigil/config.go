@@ -32,9 +32,9 @@ import (
 // effect in this build (inEffect) is: listen, data_dir, db, tls, log,
 // cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
 // metrics, ledger.key_file, detectors, guardrails, monitors and ask (limits: see the
-// Limits field). auth.session_ttl and auth.secure_cookies apply to browser
-// sessions of the web UI, and otlp, ledger.close_idle_after and gateway to
-// parts not in this build: they are validated and otherwise unused, and
+// Limits field), and auth.session_ttl and auth.secure_cookies (browser
+// sessions of the web UI). otlp, ledger.close_idle_after and gateway apply
+// to parts not in this build: they are validated and otherwise unused, and
 // vigil serve logs which of them the file sets.
 //
 // Each section has its own type below, so sections change independently.
@@ -337,6 +337,7 @@ var inEffect = []string{
 	"limits.body_idle_timeout", "limits.max_connections", "limits.max_inflight_body_bytes", "metrics", "ledger.key_file", "detectors",
 	"guardrails", "monitors",
 	"ask",
+	"auth.session_ttl", "auth.secure_cookies", // browser sessions of the web UI
 }
 
 // notInEffect returns the keys the file sets that this build does not use;

@@ -31,6 +31,7 @@ import (
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/store/postgres"
 	"github.com/vigilhq/vigil/store/sqlite"
+	"github.com/vigilhq/vigil/web"
 )
 
 // vigil serve: the API server (docs/api.md) on one listener, with
@@ -65,7 +66,8 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"(ask.base_url) when one is set.\n"+
 			"Monitors: every trace pushed, appended or uploaded into a dataset with an enabled guardrail\n"+
 			"is queued in the database with the write and checked by --monitor-workers workers; a\n"+
-			"violation becomes a finding. With -1 no worker runs and the queue keeps the jobs.", stderr)
+			"violation becomes a finding. With -1 no worker runs and the queue keeps the jobs.\n"+
+			"The web UI is served on the same address: open it in a browser and sign in with an API key.", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -180,6 +182,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if *monWorkers >= 0 {
 		cfg.MonitorStats = func() monitor.Stats { return monitors.Stats() }
 	}
+	cfg.SessionTTL, cfg.SecureCookies = time.Duration(fc.Auth.SessionTTL), fc.Auth.SecureCookies // browser sessions (web UI)
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -188,6 +191,12 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		srv.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
+	ui, err := web.New(srv) // the web UI on the same listener: every non-API path
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	srv.Mount("/", ui)
 	// Headers must arrive within ReadHeaderTimeout and a kept-alive
 	// connection may idle IdleTimeout; bodies have the server's per-read
 	// idle timeout instead of a whole-request one, so long uploads that

@@ -158,6 +158,17 @@ func testWebSessions(t *testing.T, s store.Store) {
 	if !got.LastUsedAt.Equal(created.Add(time.Hour)) {
 		t.Errorf("LastUsedAt = %v", got.LastUsedAt)
 	}
+	ws2 := &store.WebSession{TokenHash: store.HashKey("tok2"), KeyID: "k1", UserID: u.ID, Scope: store.ScopeRead, CreatedAt: created}
+	must(t, s.CreateWebSession(ctx, ws2))
+	list, err := s.ListWebSessions(ctx, u.ID)
+	must(t, err)
+	if len(list) != 2 || list[0].TokenHash != ws.TokenHash || list[1].Scope != store.ScopeRead {
+		t.Errorf("ListWebSessions = %+v, want the touched session first", list)
+	}
+	if other, err := s.ListWebSessions(ctx, "nobody"); err != nil || len(other) != 0 {
+		t.Errorf("ListWebSessions(nobody) = %v, %v", other, err)
+	}
+	must(t, s.DeleteWebSession(ctx, ws2.TokenHash))
 	must(t, s.DeleteWebSession(ctx, ws.TokenHash))
 	must(t, s.DeleteWebSession(ctx, ws.TokenHash))
 	_, err = s.GetWebSession(ctx, ws.TokenHash)

@@ -292,3 +292,27 @@ func (s *Store) DeleteWebSession(ctx context.Context, tokenHash string) error {
 	}
 	return nil
 }
+
+// ListWebSessions implements store.WebSessions.
+func (s *Store) ListWebSessions(ctx context.Context, userID string) ([]*store.WebSession, error) {
+	rows, err := s.b.Reader().Query(ctx, `SELECT token_hash, key_id, user_id, scope, created_at, last_used_at
+		FROM web_sessions WHERE user_id = $1 ORDER BY last_used_at DESC, token_hash`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("list web sessions of user %s: %w", userID, err)
+	}
+	defer rows.Close()
+	var out []*store.WebSession
+	for rows.Next() {
+		ws := &store.WebSession{}
+		var c, u int64
+		if err := rows.Scan(&ws.TokenHash, &ws.KeyID, &ws.UserID, &ws.Scope, &c, &u); err != nil {
+			return nil, fmt.Errorf("list web sessions of user %s: %w", userID, err)
+		}
+		ws.CreatedAt, ws.LastUsedAt = fromMicros(c), fromMicros(u)
+		out = append(out, ws)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list web sessions of user %s: %w", userID, err)
+	}
+	return out, nil
+}
