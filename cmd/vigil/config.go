@@ -33,7 +33,7 @@ import (
 // cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
 // metrics, ledger.key_file, detectors, guardrails and monitors (limits: see the
 // Limits field). auth.session_ttl and auth.secure_cookies apply to browser
-// sessions of the web UI, and otlp, ledger.close_idle_after and gateway to
+// sessions of the web UI, otlp and limits.max_otlp_bytes to OTLP ingest, and ledger.close_idle_after and gateway to
 // parts not in this build: they are validated and otherwise unused, and
 // vigil serve logs which of them the file sets.
 //
@@ -118,7 +118,7 @@ type sharingConfig struct {
 	Enabled *bool `yaml:"enabled"`
 }
 
-// otlpConfig is the otlp section (OTLP ingest; not in this build).
+// otlpConfig is the otlp section (OTLP ingest, package otlp; serve_otlp.go).
 type otlpConfig struct {
 	Enabled        *bool  `yaml:"enabled"`
 	DefaultDataset string `yaml:"default_dataset"`
@@ -334,7 +334,7 @@ var inEffect = []string{
 	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth.admin_username",
 	"auth.anonymous_read_public", "sharing", "limits.max_json_bytes", "limits.max_upload_bytes",
 	"limits.body_idle_timeout", "limits.max_connections", "limits.max_inflight_body_bytes", "metrics", "ledger.key_file", "detectors",
-	"guardrails", "monitors",
+	"guardrails", "monitors", "otlp", "limits.max_otlp_bytes",
 }
 
 // notInEffect returns the keys the file sets that this build does not use;

@@ -26,6 +26,7 @@ import (
 	"github.com/vigilhq/vigil/detect"
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/monitor"
+	"github.com/vigilhq/vigil/otlp"
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
@@ -192,6 +193,13 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 	}
 	hs.RegisterOnShutdown(func() { srv.Close() }) // answers held change-feed requests at once
+	var otlpIngest *otlp.Handler // OTLP/HTTP ingest on the same listener (serve_otlp.go)
+	if oc, on, err := otlpSettings(fc); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	} else if on {
+		otlpIngest = otlp.New(srv, oc)
+		otlp.Mount(srv, otlpIngest)
+	}
 	scheme := "http"
 	if opts.certFile != "" {
 		cert, err := tls.LoadX509KeyPair(opts.certFile, opts.keyFile)
@@ -242,6 +250,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
+	}
+	if otlpIngest != nil {
+		otlpIngest.Close() // maps the log records still waiting for their span
 	}
 	if monitors != nil {
 		monitors.Stop() // waits for evaluations in progress; queued jobs stay queued
