@@ -193,7 +193,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 	}
 	hs.RegisterOnShutdown(func() { srv.Close() }) // answers held change-feed requests at once
-	var otlpIngest *otlp.Handler // OTLP/HTTP ingest on the same listener (serve_otlp.go)
+	var otlpIngest *otlp.Handler                  // OTLP/HTTP ingest on the same listener (serve_otlp.go)
 	if oc, on, err := otlpSettings(fc); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	} else if on {
