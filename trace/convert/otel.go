@@ -206,12 +206,43 @@ func (r *OTelResult) usage(a attrs) {
 	}
 }
 
-func (r *OTelResult) finishReasons(a attrs) {
-	add := func(s string) {
-		if s != "" && !slices.Contains(r.FinishReasons, s) {
-			r.FinishReasons = append(r.FinishReasons, s)
+func (r *OTelResult) addFinish(s string) {
+	if s != "" && !slices.Contains(r.FinishReasons, s) {
+		r.FinishReasons = append(r.FinishReasons, s)
+	}
+}
+
+// outputFinishReasons adds the finish_reason of gen_ai.output.messages
+// and of gen_ai.choice events.
+func (r *OTelResult) outputFinishReasons(s *OTelSpan, a attrs) {
+	if v, err := jsonish(a["gen_ai.output.messages"], ""); err == nil {
+		if list, ok := v.([]trace.Value); ok {
+			for _, m := range list {
+				if mo, ok := m.(*trace.Object); ok {
+					r.addFinish(str(mo, "finish_reason"))
+				}
+			}
 		}
 	}
+	for _, n := range a.indices("gen_ai.completion.") {
+		r.addFinish(a.str("gen_ai.completion." + strconv.Itoa(n) + ".finish_reason"))
+	}
+	for _, e := range s.Events {
+		if e.Name != "gen_ai.choice" {
+			continue
+		}
+		if f, ok := e.Attrs["finish_reason"].(string); ok {
+			r.addFinish(f)
+		} else if b, err := jsonish(e.Body, ""); err == nil {
+			if bo, ok := b.(*trace.Object); ok {
+				r.addFinish(str(bo, "finish_reason"))
+			}
+		}
+	}
+}
+
+func (r *OTelResult) finishReasons(a attrs) {
+	add := r.addFinish
 	for _, k := range []string{"gen_ai.response.finish_reasons", "llm.finish_reason", "ai.response.finishReason"} {
 		switch v := a[k].(type) {
 		case string:
@@ -259,12 +290,13 @@ func (r *OTelResult) messages(s *OTelSpan, a attrs) error {
 	case a.hasPrefix("llm.input_messages.") || a.hasPrefix("llm.output_messages."):
 		r.Input = flattened(a, "llm.input_messages.", flatOpenInference)
 		r.Output = flattened(a, "llm.output_messages.", flatOpenInference)
-	case a.has("ai.prompt.messages") || a.has("ai.response.text") || a.has("ai.response.toolCalls"):
+	case a.has("ai.prompt.messages") || a.has("ai.prompt") || a.has("ai.response.text") || a.has("ai.response.toolCalls"):
 		var err error
 		if r.Input, r.Output, err = vercelMessages(a); err != nil {
 			return err
 		}
 	}
+	r.outputFinishReasons(s, a)
 	for _, m := range r.Input {
 		m.Set("timestamp", in)
 	}
@@ -729,6 +761,27 @@ func vercelMessages(a attrs) (in, out []*trace.Object, err error) {
 				return nil, nil, errAt(fmt.Sprintf("ai.prompt.messages[%d]", i), "is %s, want an object", trace.TypeName(m))
 			}
 			in = append(in, vercelMessage(mo)...)
+		}
+	}
+	if v, ok := a["ai.prompt"]; ok && in == nil {
+		// The wrapper span's {system?, prompt | messages}.
+		if p, err := jsonish(v, "ai.prompt"); err == nil {
+			if po, ok := p.(*trace.Object); ok {
+				if sys := str(po, "system"); sys != "" {
+					in = append(in, trace.NewObject("role", "system", "content", sys))
+				}
+				if pr := str(po, "prompt"); pr != "" {
+					in = append(in, trace.NewObject("role", "user", "content", pr))
+				}
+				if ms, ok := po.Get("messages"); ok {
+					list, _ := ms.([]trace.Value)
+					for _, m := range list {
+						if mo, ok := m.(*trace.Object); ok {
+							in = append(in, vercelMessage(mo)...)
+						}
+					}
+				}
+			}
 		}
 	}
 	var calls []trace.Value
