@@ -104,7 +104,9 @@ func (t *llmTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 type httpStatusError int
 
-func (e httpStatusError) Error() string { return fmt.Sprintf("HTTP %d %s", int(e), http.StatusText(int(e))) }
+func (e httpStatusError) Error() string {
+	return fmt.Sprintf("HTTP %d %s", int(e), http.StatusText(int(e)))
+}
 
 func readJSON(r io.Reader, n int64) any {
 	if n > MaxRecordedBody {

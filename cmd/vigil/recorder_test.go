@@ -201,4 +201,3 @@ func TestRecorderSignedRun(t *testing.T) {
 		t.Errorf("verify after tampering: %d %s", code, out)
 	}
 }
-
