@@ -64,7 +64,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"--detectors-base-url (detectors.base_url); without one, rules using them fail to load.\n"+
 			"Monitors: every trace pushed, appended or uploaded into a dataset with an enabled guardrail\n"+
 			"is queued in the database with the write and checked by --monitor-workers workers; a\n"+
-			"violation becomes a finding. With -1 no worker runs and the queue keeps the jobs.", stderr)
+			"violation becomes a finding. With -1 no worker runs and the queue keeps the jobs.\n"+
+			"OTLP/HTTP ingest (OpenTelemetry GenAI spans and log records) is served at /v1/traces and\n"+
+			"/v1/logs unless otlp.enabled is false (VIGIL_OTLP_ENABLED).", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
