@@ -227,7 +227,7 @@ func summary(evs []map[string]any) string {
 	for _, e := range evs {
 		var b strings.Builder
 		b.WriteString(e["role"].(string))
-		if c, ok := e["content"]; ok && c != nil {
+		if c, ok := e["content"]; ok && c != nil && c != "" {
 			cj, _ := json.Marshal(c)
 			b.WriteString(" " + string(cj))
 		}
