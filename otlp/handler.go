@@ -44,8 +44,8 @@ type Config struct {
 	// It bounds the memory ingest holds (besides the bodies being read,
 	// which the server's admission control bounds).
 	QueueSize int
-	// Workers is how many requests write at once (0: GOMAXPROCS); the
-	// others wait in the queue.
+	// Workers is how many requests write at once (0: 4 × GOMAXPROCS:
+	// writes mostly wait for the store); the others wait in the queue.
 	Workers int
 	// RetryAfter is the Retry-After of a 429 (rounded up to seconds).
 	RetryAfter time.Duration
@@ -85,7 +85,7 @@ func New(srv *server.Server, cfg Config) *Handler {
 		cfg.QueueSize = DefaultQueueSize
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = runtime.GOMAXPROCS(0)
+		cfg.Workers = 4 * runtime.GOMAXPROCS(0)
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter

@@ -22,6 +22,10 @@ import (
 // conversation is pushed as a trace with session_key "otel:<id>", a
 // known one appended to.
 
+// appendParallelism bounds the concurrent append transactions of one
+// request.
+const appendParallelism = 4
+
 // principal is who writes: the key's user (owner) and key.
 type principal struct {
 	ownerID, userID, keyID string
@@ -454,19 +458,37 @@ func (w *writer) store(ctx context.Context, p principal, groups []*group) (err e
 	now := w.now()
 	pushes := map[string][]*group{}
 	var order []string
+	var appends []*group
 	for _, g := range groups {
-		if len(g.seenIDs) == 0 {
+		switch {
+		case len(g.seenIDs) == 0:
 			written[g] = true
-			continue
-		}
-		if g.st.traceID == "" {
+		case g.st.traceID == "":
 			if _, ok := pushes[g.dataset]; !ok {
 				order = append(order, g.dataset)
 			}
 			pushes[g.dataset] = append(pushes[g.dataset], g)
-			continue
+		default:
+			appends = append(appends, g)
 		}
-		switch err := w.appendGroup(ctx, p, g, now); {
+	}
+	// Appends to distinct traces are independent transactions: run up to
+	// appendParallelism at once (the store serialises them where it must).
+	errs := make([]error, len(appends))
+	sem := make(chan struct{}, appendParallelism)
+	var wg sync.WaitGroup
+	for i, g := range appends {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = w.appendGroup(ctx, p, g, now)
+		}()
+	}
+	wg.Wait()
+	var firstErr error
+	for i, g := range appends {
+		switch err := errs[i]; {
 		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrFinished):
 			// The trace was deleted or its run finished: start a new one.
 			w.replan(p, g)
@@ -475,10 +497,15 @@ func (w *writer) store(ctx context.Context, p principal, groups []*group) (err e
 			}
 			pushes[g.dataset] = append(pushes[g.dataset], g)
 		case err != nil:
-			return err
+			if firstErr == nil {
+				firstErr = err
+			}
 		default:
 			written[g] = true
 		}
+	}
+	if firstErr != nil {
+		return firstErr
 	}
 	for _, ds := range order {
 		if err := w.pushGroups(ctx, p, ds, pushes[ds], now); err != nil {
