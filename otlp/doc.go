@@ -13,9 +13,14 @@
 // Retry-After when full so exporters back off instead of losing spans.
 // The mapping of one span is package trace/convert's (FromOTelSpan).
 //
-// Non-goals: gRPC; metrics; the state that de-duplicates retries and
-// history (span ids seen, each conversation's canonical history) is kept
-// in memory per process and rebuilt from the stored trace on a cache
-// miss, so span ids are not remembered across restarts or shared between
-// processes.
+// State: the span ids stored are remembered in memory and in the store
+// (store.OTLPSpans, kept Config.SpanRetention), so a retry reaching a
+// restarted server or another process on the same database adds
+// nothing; each conversation's de-duplication state (its canonical
+// history, tool outputs, usage) is cached per process and rebuilt from
+// the stored trace on a miss. Conversations are serialised per process;
+// two processes receiving spans of one new conversation at the same
+// instant may each start a trace for it.
+//
+// Non-goals: gRPC; metrics.
 package otlp

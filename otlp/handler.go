@@ -30,6 +30,8 @@ const (
 	DefaultRetryAfter   = time.Second
 	DefaultLogWait      = 30 * time.Second
 	DefaultCacheSize    = 10000
+	// DefaultSpanRetention is Config.SpanRetention's default.
+	DefaultSpanRetention = 7 * 24 * time.Hour
 )
 
 // Config tunes a Handler. Zero fields take the defaults.
@@ -55,6 +57,10 @@ type Config struct {
 	// CacheSize is how many conversations' de-duplication states are
 	// kept in memory (64 times as many span ids).
 	CacheSize int
+	// SpanRetention is how long the store remembers the span ids it has
+	// stored, for retries reaching another process or a restarted one
+	// (0: 7 days).
+	SpanRetention time.Duration
 }
 
 // Handler serves OTLP/HTTP traces and logs. Close stops it.
@@ -96,11 +102,15 @@ func New(srv *server.Server, cfg Config) *Handler {
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = DefaultCacheSize
 	}
+	if cfg.SpanRetention <= 0 {
+		cfg.SpanRetention = DefaultSpanRetention
+	}
 	h := &Handler{
 		srv: srv, cfg: cfg, w: newWriter(srv.Store(), srv.Ingester(), cfg.DefaultDataset, cfg.CacheSize), log: srv.Logger(),
 		slots: make(chan struct{}, cfg.Workers), pending: map[string]*pendingLogs{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	h.w.log = h.log
 	go h.sweep()
 	return h
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -348,4 +349,33 @@ func TestGuardrail(t *testing.T) {
 	}
 	_ = store.ErrNotFound
 	_ = hex.EncodeToString
+}
+
+// TestRetryAfterRestart: a second handler (a restarted server, or
+// another process on the same database) recognises spans the first one
+// stored, and continues the conversation from the stored trace.
+func TestRetryAfterRestart(t *testing.T) {
+	for _, kind := range []storeKind{sqliteStore, postgresStore} {
+		t.Run(string(kind), func(t *testing.T) {
+			b := newBackend(t, kind, otlp.Config{})
+			first, _ := proto.Marshal(spanReq("restart", 1, chatAttrs("q1", "a1")))
+			post(t, b.url+"/v1/traces", b.key, "application/x-protobuf", first, nil)
+			h2 := otlp.New(b.srv, otlp.Config{})
+			defer h2.Close()
+			s2 := httptest.NewServer(h2)
+			defer s2.Close()
+			if resp, out := post(t, s2.URL+"/v1/traces", b.key, "application/x-protobuf", first, nil); resp.StatusCode != 200 {
+				t.Fatalf("retry: %d %s", resp.StatusCode, out)
+			}
+			next := spanReq("restart", 2, []*commonpb.KeyValue{kv("gen_ai.operation.name", "chat"),
+				kv("gen_ai.input.messages", `[{"role":"user","parts":[{"type":"text","content":"q1"}]},{"role":"assistant","parts":[{"type":"text","content":"a1"}]},{"role":"user","parts":[{"type":"text","content":"q2"}]}]`),
+				kv("gen_ai.output.messages", `[{"role":"assistant","parts":[{"type":"text","content":"a2"}]}]`)})
+			body, _ := proto.Marshal(next)
+			post(t, s2.URL+"/v1/traces", b.key, "application/x-protobuf", body, nil)
+			want := "user \"q1\"\nassistant \"a1\"\nuser \"q2\"\nassistant \"a2\""
+			if ts := b.traces(t, "restart"); len(ts) != 1 || summary(ts[0].events) != want {
+				t.Fatalf("%d traces: %s", len(ts), summary(ts[0].events))
+			}
+		})
+	}
 }

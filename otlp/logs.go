@@ -77,6 +77,13 @@ func attach(sp *span, recs []*logRecord) {
 // takeLogs maps the records whose span was written, or that have none,
 // and keeps the others waiting.
 func (h *Handler) takeLogs(ctx context.Context, p principal, header string, recs []*logRecord) (*result, error) {
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, recordKey(r), r.spanID)
+	}
+	if err := h.w.loadSeen(ctx, p.ownerID, ids); err != nil {
+		return nil, err
+	}
 	bySpan := map[string][]*logRecord{}
 	var order []string
 	for _, r := range recs {
@@ -133,12 +140,22 @@ func logSpan(recs []*logRecord) *span {
 	return sp
 }
 
-// sweep maps the records that waited LogWait for their span in vain.
+// sweep maps the records that waited LogWait for their span in vain,
+// and hourly lets the store forget span ids older than SpanRetention.
 func (h *Handler) sweep() {
 	defer close(h.done)
 	tick := time.NewTicker(max(h.cfg.LogWait/10, 50*time.Millisecond))
 	defer tick.Stop()
+	var lastPurge time.Time
 	for {
+		if time.Since(lastPurge) > time.Hour {
+			lastPurge = time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if _, err := h.w.st.PurgeOTLPSpans(ctx, lastPurge.Add(-h.cfg.SpanRetention)); err != nil {
+				h.log.Warn("otlp: purge remembered span ids", "err", err)
+			}
+			cancel()
+		}
 		final := false
 		select {
 		case <-h.stop:

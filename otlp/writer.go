@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +38,7 @@ type principal struct {
 type writer struct {
 	st             store.Store
 	ing            *ingest.Ingester
+	log            *slog.Logger // nil: no log
 	now            func() time.Time
 	defaultDataset string
 
@@ -122,6 +124,15 @@ func (w *writer) write(ctx context.Context, p principal, headerDataset string, s
 		sp.res = r
 		keep = append(keep, sp)
 	}
+	// Span ids stored before (by this process or, per the store, by any).
+	ids := make([]string, 0, len(keep))
+	for _, sp := range keep {
+		ids = append(ids, sp.SpanID)
+		ids = append(ids, sp.logKeys...)
+	}
+	if err := w.loadSeen(ctx, p.ownerID, ids); err != nil {
+		return nil, err
+	}
 	// Conversation of each OTel trace: a conversation id on any of its
 	// spans applies to all of them.
 	w.mu.Lock()
@@ -187,6 +198,18 @@ func (w *writer) write(ctx context.Context, p principal, headerDataset string, s
 	}
 	if err := w.store(ctx, p, list); err != nil {
 		return nil, err
+	}
+	var stored []string
+	for _, g := range list {
+		for _, k := range g.seenIDs {
+			stored = append(stored, strings.TrimPrefix(k, p.ownerID+"\x00"))
+		}
+	}
+	if err := w.st.MarkOTLPSpans(ctx, p.ownerID, stored, w.now()); err != nil && w.log != nil {
+		// The events are stored and this process remembers the span
+		// ids; only a retry reaching another process, or this one after
+		// a restart, would not be recognised.
+		w.log.Warn("otlp: record stored span ids", "err", err)
 	}
 	return res, nil
 }
@@ -632,6 +655,33 @@ func cmpOr(v ...string) string {
 		}
 	}
 	return ""
+}
+
+// loadSeen reads from the store which of ids (span ids and log record
+// keys of ownerID) not known to be stored in memory were stored, and
+// remembers them.
+func (w *writer) loadSeen(ctx context.Context, ownerID string, ids []string) error {
+	var ask []string
+	w.mu.Lock()
+	for _, id := range ids {
+		if _, ok := w.seen.get(ownerID + "\x00" + id); !ok {
+			ask = append(ask, id)
+		}
+	}
+	w.mu.Unlock()
+	if len(ask) == 0 {
+		return nil
+	}
+	seen, err := w.st.SeenOTLPSpans(ctx, ownerID, ask)
+	if err != nil {
+		return fmt.Errorf("otlp: %w", err)
+	}
+	w.mu.Lock()
+	for id := range seen {
+		w.seen.put(ownerID+"\x00"+id, struct{}{})
+	}
+	w.mu.Unlock()
+	return nil
 }
 
 // isSeen reports whether a span id or record key (with its owner) was
