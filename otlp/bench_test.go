@@ -29,7 +29,10 @@ import (
 //     history window (the last 8 messages, then the new user message)
 //     was sent before, so history de-duplication appends 2 events per
 //     span (the first turn appends 10);
-//   - fresh: every span is a new conversation (10 new events per span).
+//   - fresh: every span is a new conversation (10 new events per span);
+//   - batched: as conversations, but each request carries 10 consecutive
+//     turns of 10 conversations (what a batching exporter sends for a
+//     few busy agents), so a request appends to 10 traces, not 100.
 //
 // Reported as spans/s and events/s. Run with
 //
@@ -42,23 +45,35 @@ const (
 	benchSenders     = 4
 )
 
-func BenchmarkIngestSQLiteConversations(b *testing.B) { benchIngest(b, sqliteStore, true) }
-func BenchmarkIngestSQLiteFresh(b *testing.B)         { benchIngest(b, sqliteStore, false) }
-func BenchmarkIngestPostgresConversations(b *testing.B) {
-	benchIngest(b, postgresStore, true)
-}
-func BenchmarkIngestPostgresFresh(b *testing.B) { benchIngest(b, postgresStore, false) }
+type workload int
+
+const (
+	conversations workload = iota
+	fresh
+	batched
+)
+
+func BenchmarkIngestSQLiteConversations(b *testing.B)   { benchIngest(b, sqliteStore, conversations) }
+func BenchmarkIngestSQLiteFresh(b *testing.B)           { benchIngest(b, sqliteStore, fresh) }
+func BenchmarkIngestSQLiteBatched(b *testing.B)         { benchIngest(b, sqliteStore, batched) }
+func BenchmarkIngestPostgresConversations(b *testing.B) { benchIngest(b, postgresStore, conversations) }
+func BenchmarkIngestPostgresFresh(b *testing.B)         { benchIngest(b, postgresStore, fresh) }
+func BenchmarkIngestPostgresBatched(b *testing.B)       { benchIngest(b, postgresStore, batched) }
 
 func benchText(conv, i int) string {
 	return fmt.Sprintf("conversation %d message %d: the quick brown fox jumps over the lazy dog, then checks the weather in Paris and Rome.", conv, i)
 }
 
-// benchRequest builds the request of turn `turn` of conversations
-// [first, first+benchSpansPerReq).
-func benchRequest(first, turn int, fresh bool) []byte {
-	base := uint64(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()) + uint64(turn)*1e9
-	spans := make([]*tracepb.Span, 0, benchSpansPerReq)
-	for c := first; c < first+benchSpansPerReq; c++ {
+// turnRef is one span of a benchmark request: conversation c's turn t.
+type turnRef struct{ c, turn int }
+
+// benchRequest builds a request of the given turns; with fresh, every
+// span is its own OTel trace (a new conversation).
+func benchRequest(turns []turnRef, fresh bool) []byte {
+	spans := make([]*tracepb.Span, 0, len(turns))
+	for _, tr := range turns {
+		c, turn := tr.c, tr.turn
+		base := uint64(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()) + uint64(turn)*1e9
 		// Messages of turn t: the window 2t-8 … 2t (inputs), 2t+1 (output).
 		var in bytes.Buffer
 		in.WriteByte('[')
@@ -76,9 +91,7 @@ func benchRequest(first, turn int, fresh bool) []byte {
 		out := fmt.Sprintf(`[{"role":"assistant","parts":[{"type":"text","content":%q}],"finish_reason":"stop"}]`, benchText(c, 2*turn+1))
 		tid := make([]byte, 16)
 		binary.BigEndian.PutUint64(tid[:8], uint64(c)+1)
-		if !fresh {
-			binary.BigEndian.PutUint64(tid[8:], 0)
-		} else {
+		if fresh {
 			binary.BigEndian.PutUint64(tid[8:], uint64(turn)+1)
 		}
 		sid := make([]byte, 8)
@@ -99,7 +112,7 @@ func benchRequest(first, turn int, fresh bool) []byte {
 	return body
 }
 
-func benchIngest(b *testing.B, kind storeKind, conversations bool) {
+func benchIngest(b *testing.B, kind storeKind, wl workload) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400)) // vigil serve's default
 	be := newBackend(b, kind, otlp.Config{})
 	// Sender s sends the requests of its own conversation groups in turn
@@ -109,11 +122,24 @@ func benchIngest(b *testing.B, kind storeKind, conversations bool) {
 	for s := range benchSenders {
 		for k := 0; k < (b.N+benchSenders-1)/benchSenders; k++ {
 			g := s*groups + k%groups
-			turn := 4 + k/groups // the first turn has a full window
-			if !conversations {
-				turn = 4 + k
+			var turns []turnRef
+			switch wl {
+			case conversations: // turn k/groups of 100 conversations; the first has a full window
+				for c := g * benchSpansPerReq; c < (g+1)*benchSpansPerReq; c++ {
+					turns = append(turns, turnRef{c, 4 + k/groups})
+				}
+			case fresh:
+				for c := g * benchSpansPerReq; c < (g+1)*benchSpansPerReq; c++ {
+					turns = append(turns, turnRef{c, 4 + k})
+				}
+			case batched: // 10 turns each of 10 conversations
+				for c := g * 10; c < (g+1)*10; c++ {
+					for t := range 10 {
+						turns = append(turns, turnRef{c, 4 + (k/groups)*10 + t})
+					}
+				}
 			}
-			bodies[s] = append(bodies[s], benchRequest(g*benchSpansPerReq, turn, !conversations))
+			bodies[s] = append(bodies[s], benchRequest(turns, wl == fresh))
 		}
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchSenders}}

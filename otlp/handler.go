@@ -142,6 +142,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := h.authenticate(r)
+	if errors.Is(err, errAuthUnavailable) {
+		h.log.Error("otlp: authenticate", "err", err)
+		h.unavailable(w, enc, "cannot check the API key now; retry")
+		return
+	}
 	if err != nil {
 		h.fail(w, enc, http.StatusUnauthorized, err.Error())
 		return
@@ -182,7 +187,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := h.w.write(r.Context(), p, dsHeader, spans)
 	if err != nil {
 		h.log.Error("otlp: write spans", "err", err)
-		h.fail(w, enc, http.StatusServiceUnavailable, "cannot store the spans now; retry")
+		h.unavailable(w, enc, "cannot store the spans now; retry")
 		return
 	}
 	resp := &coltracepb.ExportTraceServiceResponse{}
@@ -191,6 +196,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.reply(w, enc, resp)
 }
+
+// errAuthUnavailable is the error of a key that could not be checked
+// (the store failed): 503, not 401.
+var errAuthUnavailable = errors.New("authentication unavailable")
 
 // authenticate takes the Vigil key from "Authorization: Bearer", or the
 // Vigil-Api-Key or X-Api-Key header (what OTEL_EXPORTER_OTLP_HEADERS
@@ -206,6 +215,8 @@ func (h *Handler) authenticate(r *http.Request) (principal, error) {
 		}
 	}
 	switch {
+	case err != nil && !errors.Is(err, server.ErrInvalidKey):
+		return principal{}, fmt.Errorf("%w: %v", errAuthUnavailable, err)
 	case err != nil:
 		return principal{}, errors.New("invalid API key")
 	case c == nil:
@@ -238,6 +249,13 @@ func (h *Handler) admit(ctx context.Context, n int) (release func(), ok bool) {
 		return nil, false
 	}
 	return func() { <-h.slots; give() }, true
+}
+
+// unavailable answers 503 with Retry-After: the store failed, and OTLP
+// exporters retry a 503.
+func (h *Handler) unavailable(w http.ResponseWriter, enc Encoding, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int((h.cfg.RetryAfter+time.Second-1)/time.Second)))
+	h.fail(w, enc, http.StatusServiceUnavailable, msg)
 }
 
 func (h *Handler) busy(w http.ResponseWriter, enc Encoding) {
@@ -310,7 +328,7 @@ func (h *Handler) serveLogs(w http.ResponseWriter, ctx context.Context, enc Enco
 	res, err := h.takeLogs(ctx, p, dsHeader, recs)
 	if err != nil {
 		h.log.Error("otlp: write log records", "err", err)
-		h.fail(w, enc, http.StatusServiceUnavailable, "cannot store the log records now; retry")
+		h.unavailable(w, enc, "cannot store the log records now; retry")
 		return
 	}
 	resp := &collogspb.ExportLogsServiceResponse{}

@@ -379,3 +379,19 @@ func TestRetryAfterRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreDown: when the store fails, the exporter gets 503 with
+// Retry-After (and retries), never a 200 for spans that were not stored.
+func TestStoreDown(t *testing.T) {
+	b := newBackend(t, sqliteStore, otlp.Config{})
+	body, _ := proto.Marshal(spanReq("down", 1, chatAttrs("q", "a")))
+	if resp, _ := post(t, b.url+"/v1/traces", b.key, "application/x-protobuf", body, nil); resp.StatusCode != 200 {
+		t.Fatalf("first: %d", resp.StatusCode)
+	}
+	b.st.Close() // the key stays cached by the server
+	body, _ = proto.Marshal(spanReq("down", 5, chatAttrs("q2", "a2")))
+	resp, _ := post(t, b.url+"/v1/traces", b.key, "application/x-protobuf", body, nil)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("status %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
