@@ -395,3 +395,32 @@ func TestStoreDown(t *testing.T) {
 		t.Errorf("status %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }
+
+// TestAgentSpans: an agent span's messages are mapped only in a trace
+// without chat spans; with chat spans they are not repeated, and its
+// name names the trace.
+func TestAgentSpans(t *testing.T) {
+	b := newBackend(t, sqliteStore, otlp.Config{})
+	agent := func(conv string) []*commonpb.KeyValue {
+		return []*commonpb.KeyValue{kv("gen_ai.operation.name", "invoke_agent"), kv("gen_ai.agent.name", "planner"), kv("gen_ai.conversation.id", conv),
+			kv("gen_ai.input.messages", `[{"role":"user","parts":[{"type":"text","content":"plan a trip"}]}]`),
+			kv("gen_ai.output.messages", `[{"role":"assistant","parts":[{"type":"text","content":"done"}]}]`)}
+	}
+	chat := append(chatAttrs("plan a trip", "done"), kv("gen_ai.conversation.id", "with-chat"))
+	body, _ := proto.Marshal(spanReq("agents", 1, agent("alone")))
+	post(t, b.url+"/v1/traces", b.key, "application/x-protobuf", body, nil)
+	body, _ = proto.Marshal(spanReq("agents", 5, agent("with-chat"), chat))
+	post(t, b.url+"/v1/traces", b.key, "application/x-protobuf", body, nil)
+	ts := b.traces(t, "agents")
+	if len(ts) != 2 {
+		t.Fatalf("%d traces", len(ts))
+	}
+	for _, tr := range ts {
+		if got := summary(tr.events); got != "user \"plan a trip\"\nassistant \"done\"" {
+			t.Errorf("%s: %s", tr.SessionKey, got)
+		}
+		if tr.Name != "planner" {
+			t.Errorf("%s: name %q", tr.SessionKey, tr.Name)
+		}
+	}
+}
