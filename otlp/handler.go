@@ -55,7 +55,8 @@ type Config struct {
 	// mapped on its own.
 	LogWait time.Duration
 	// CacheSize is how many conversations' de-duplication states are
-	// kept in memory (64 times as many span ids).
+	// kept in memory, and 8 times as many span ids (the store remembers
+	// all of them; memory spares it a query).
 	CacheSize int
 	// SpanRetention is how long the store remembers the span ids it has
 	// stored, for retries reaching another process or a restarted one

@@ -54,7 +54,7 @@ type writer struct {
 func newWriter(st store.Store, ing *ingest.Ingester, defaultDataset string, cacheSize int) *writer {
 	return &writer{
 		st: st, ing: ing, now: time.Now, defaultDataset: defaultDataset, seed: maphash.MakeSeed(),
-		convs: newLRU[string, *convState](cacheSize), seen: newLRU[string, struct{}](cacheSize * 64),
+		convs: newLRU[string, *convState](cacheSize), seen: newLRU[string, struct{}](cacheSize * 8),
 		traceConv: newLRU[string, string](cacheSize * 4),
 	}
 }
