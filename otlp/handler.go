@@ -26,7 +26,7 @@ var Routes = []string{"/v1/traces", "/api/v1/otlp/v1/traces", "/v1/logs", "/api/
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes = 16 << 20
-	DefaultQueueSize    = 65536
+	DefaultQueueSize    = 16384
 	DefaultRetryAfter   = time.Second
 	DefaultLogWait      = 30 * time.Second
 	DefaultCacheSize    = 10000
