@@ -3,7 +3,6 @@ package otlp_test
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,7 +27,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/otlp"
-	"github.com/vigilhq/vigil/store"
 )
 
 // TestTwoConversations: spans of two conversations interleaved in one
@@ -347,8 +345,6 @@ func TestGuardrail(t *testing.T) {
 		}
 		t.Fatalf("annotations: %d", len(anns))
 	}
-	_ = store.ErrNotFound
-	_ = hex.EncodeToString
 }
 
 // TestRetryAfterRestart: a second handler (a restarted server, or
