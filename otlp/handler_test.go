@@ -420,3 +420,18 @@ func TestAgentSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestNoContent: chat spans recorded without message content (the
+// instrumentations' default) still make a trace with model and usage.
+func TestNoContent(t *testing.T) {
+	b := newBackend(t, sqliteStore, otlp.Config{})
+	body, _ := proto.Marshal(spanReq("nocontent", 1, []*commonpb.KeyValue{kv("gen_ai.operation.name", "chat"), kv("gen_ai.request.model", "gpt-4o"),
+		{Key: "gen_ai.usage.input_tokens", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 7}}}}))
+	if resp, out := post(t, b.url+"/v1/traces", b.key, "application/x-protobuf", body, nil); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	ts := b.traces(t, "nocontent")
+	if len(ts) != 1 || len(ts[0].events) != 0 || ts[0].meta["model"] != "gpt-4o" {
+		t.Fatalf("%d traces %+v", len(ts), ts)
+	}
+}
