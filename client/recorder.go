@@ -37,6 +37,11 @@ type RecorderOptions struct {
 	FlushInterval time.Duration
 	// BatchSize pushes as soon as that many receipts wait (0: 100).
 	BatchSize int
+	// MaxBuffered bounds the receipts waiting to be pushed (0: 10000).
+	// While the server cannot be reached and that many wait, recording
+	// fails with ErrBacklog and makes no receipt, so the chain stays
+	// whole.
+	MaxBuffered int
 	// OnError, when set, is called with background push errors; the
 	// receipts stay buffered and are pushed again (the server ignores a
 	// receipt it already has).
@@ -59,6 +64,9 @@ func (c *Client) NewRecorder(opt RecorderOptions) (*Recorder, error) {
 	}
 	if opt.BatchSize <= 0 {
 		opt.BatchSize = 100
+	}
+	if opt.MaxBuffered <= 0 {
+		opt.MaxBuffered = 10000
 	}
 	return &Recorder{c: c, opt: opt}, nil
 }
@@ -215,6 +223,10 @@ func (r *Run) node(ctx context.Context, action, name string, input any, fn func(
 // ErrRunClosed is the error of recording into a closed run.
 var ErrRunClosed = errors.New("recorder: run is closed")
 
+// ErrBacklog is the error of recording while MaxBuffered receipts wait
+// to be pushed.
+var ErrBacklog = errors.New("recorder: too many receipts wait to be pushed")
+
 // jsonValue turns a Go value into the ledger's JSON value model.
 func jsonValue(v any) (any, error) {
 	if v == nil {
@@ -244,6 +256,9 @@ func (r *Run) append(id, action string, input, output any, err error) error {
 	defer r.mu.Unlock()
 	if r.closed {
 		return ErrRunClosed
+	}
+	if len(r.buf) >= r.rec.opt.MaxBuffered {
+		return ErrBacklog
 	}
 	rc, aerr := ledger.Append(r.tail, a, r.rec.opt.Key)
 	if aerr != nil {

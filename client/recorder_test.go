@@ -2,11 +2,14 @@ package client
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestLLMCallPath(t *testing.T) {
@@ -41,5 +44,46 @@ func TestTransportWithoutRun(t *testing.T) {
 	}
 	if RunFrom(req.Context()) != nil {
 		t.Error("a run appeared")
+	}
+}
+
+// TestRecorderBacklog: with the server unreachable, recording stops at
+// MaxBuffered receipts with ErrBacklog, and the chain it kept is whole.
+func TestRecorderBacklog(t *testing.T) {
+	var down atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, `{"detail":"down"}`, http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	c := New(srv.URL, "k", WithRetries(0))
+	rec, err := c.NewRecorder(RecorderOptions{Agent: "a", MaxBuffered: 3, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, run, err := rec.Start(context.Background(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	var errs []error
+	for i := range 5 {
+		errs = append(errs, run.Record(ctx, "log", map[string]any{"i": i}, nil, nil))
+	}
+	for i, err := range errs {
+		if (i < 3) != (err == nil) || (i >= 3 && !errors.Is(err, ErrBacklog)) {
+			t.Errorf("record %d: %v", i, err)
+		}
+	}
+	if err := run.Flush(ctx); err == nil {
+		t.Error("flush to a server that is down succeeded")
+	}
+	down.Store(false)
+	if err := run.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
