@@ -117,6 +117,7 @@ type Store interface {
 	Findings
 	MonitorQueue
 	MCP
+	OTLPSpans
 }
 
 // SearchIndex builds the search index off the write path. Writes list
@@ -1318,4 +1319,18 @@ type AgentKey struct {
 	PublicKey string
 	CreatedAt time.Time
 	RevokedAt *time.Time
+}
+
+// OTLPSpans remembers the span ids OTLP ingest has stored (package otlp),
+// so that an exporter's retry adds nothing even after a restart or on
+// another process sharing the database.
+type OTLPSpans interface {
+	// MarkOTLPSpans records spanIDs of ownerID as stored at at; ids
+	// already recorded are kept as they are.
+	MarkOTLPSpans(ctx context.Context, ownerID string, spanIDs []string, at time.Time) error
+	// SeenOTLPSpans returns those of spanIDs recorded for ownerID.
+	SeenOTLPSpans(ctx context.Context, ownerID string, spanIDs []string) (map[string]bool, error)
+	// PurgeOTLPSpans deletes the records made before before and returns
+	// how many it deleted.
+	PurgeOTLPSpans(ctx context.Context, before time.Time) (int, error)
 }

@@ -32,9 +32,10 @@ import (
 // effect in this build (inEffect) is: listen, data_dir, db, tls, log,
 // cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
 // metrics, ledger.key_file, detectors, guardrails, monitors and ask (limits: see the
-// Limits field), and auth.session_ttl and auth.secure_cookies (browser
-// sessions of the web UI). otlp, ledger.close_idle_after and gateway apply
-// to parts not in this build: they are validated and otherwise unused, and
+// Limits field), auth.session_ttl and auth.secure_cookies (browser sessions
+// of the web UI), and otlp and limits.max_otlp_bytes (OTLP ingest).
+// ledger.close_idle_after and gateway apply to parts not in this build:
+// they are validated and otherwise unused, and
 // vigil serve logs which of them the file sets.
 //
 // Each section has its own type below, so sections change independently.
@@ -119,7 +120,7 @@ type sharingConfig struct {
 	Enabled *bool `yaml:"enabled"`
 }
 
-// otlpConfig is the otlp section (OTLP ingest; not in this build).
+// otlpConfig is the otlp section (OTLP ingest, package otlp; serve_otlp.go).
 type otlpConfig struct {
 	Enabled        *bool  `yaml:"enabled"`
 	DefaultDataset string `yaml:"default_dataset"`
@@ -335,7 +336,7 @@ var inEffect = []string{
 	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth.admin_username",
 	"auth.anonymous_read_public", "sharing", "limits.max_json_bytes", "limits.max_upload_bytes",
 	"limits.body_idle_timeout", "limits.max_connections", "limits.max_inflight_body_bytes", "metrics", "ledger.key_file", "detectors",
-	"guardrails", "monitors",
+	"guardrails", "monitors", "otlp", "limits.max_otlp_bytes",
 	"ask",
 	"auth.session_ttl", "auth.secure_cookies", // browser sessions of the web UI
 }

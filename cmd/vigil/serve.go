@@ -26,6 +26,7 @@ import (
 	"github.com/vigilhq/vigil/detect"
 	"github.com/vigilhq/vigil/ledger"
 	"github.com/vigilhq/vigil/monitor"
+	"github.com/vigilhq/vigil/otlp"
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
@@ -67,7 +68,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"Monitors: every trace pushed, appended or uploaded into a dataset with an enabled guardrail\n"+
 			"is queued in the database with the write and checked by --monitor-workers workers; a\n"+
 			"violation becomes a finding. With -1 no worker runs and the queue keeps the jobs.\n"+
-			"The web UI is served on the same address: open it in a browser and sign in with an API key.", stderr)
+			"The web UI is served on the same address: open it in a browser and sign in with an API key.\n"+
+			"OTLP/HTTP ingest (OpenTelemetry GenAI spans and log records) is served at /v1/traces and\n"+
+			"/v1/logs unless otlp.enabled is false (VIGIL_OTLP_ENABLED).", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -208,6 +211,13 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 	}
 	hs.RegisterOnShutdown(func() { srv.Close() }) // answers held change-feed requests at once
+	var otlpIngest *otlp.Handler                  // OTLP/HTTP ingest on the same listener (serve_otlp.go)
+	if oc, on, err := otlpSettings(fc); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	} else if on {
+		otlpIngest = otlp.New(srv, oc)
+		otlp.Mount(srv, otlpIngest)
+	}
 	scheme := "http"
 	if opts.certFile != "" {
 		cert, err := tls.LoadX509KeyPair(opts.certFile, opts.keyFile)
@@ -258,6 +268,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
+	}
+	if otlpIngest != nil {
+		otlpIngest.Close() // maps the log records still waiting for their span
 	}
 	if monitors != nil {
 		monitors.Stop() // waits for evaluations in progress; queued jobs stay queued

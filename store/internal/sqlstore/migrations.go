@@ -460,4 +460,16 @@ CREATE TABLE monitor_errors (
 	last_at BIGINT NOT NULL
 );
 `,
+	// 11: the span ids OTLP ingest stored, per owner (store.OTLPSpans):
+	// exporter retries are skipped by span id across restarts and
+	// processes.
+	`
+CREATE TABLE otlp_spans (
+	owner_id TEXT NOT NULL,
+	span_id TEXT NOT NULL,
+	time_created BIGINT NOT NULL,
+	PRIMARY KEY (owner_id, span_id)
+) {{WITHOUT_ROWID}};
+CREATE INDEX otlp_spans_time ON otlp_spans (time_created);
+`,
 }
