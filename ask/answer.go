@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
 )
@@ -202,7 +202,7 @@ type modelAnswer struct {
 }
 
 // fenceRx finds a JSON object inside a Markdown code fence.
-var fenceRx = regexp.MustCompile("(?s)```(?:json)?\\s*(\\{.*\\})\\s*```")
+var fenceRx = lazyregexp.New("(?s)```(?:json)?\\s*(\\{.*\\})\\s*```")
 
 // parseModelAnswer reads the model's final text.
 func parseModelAnswer(text string) (*modelAnswer, error) {
@@ -218,7 +218,7 @@ func parseModelAnswer(text string) (*modelAnswer, error) {
 }
 
 // markRx matches a citation mark [n] in an answer.
-var markRx = regexp.MustCompile(`\[(\d{1,4})\]`)
+var markRx = lazyregexp.New(`\[(\d{1,4})\]`)
 
 // checkAnswer checks the citations of the model's final text and fills
 // in ans: valid citations renumbered from 1 in the answer, failed ones

@@ -1,9 +1,10 @@
 package web
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/vigilhq/vigil/internal/lazyregexp"
 )
 
 // An address (explorer-api §2.3) split into its path and selector.
@@ -15,7 +16,7 @@ type address struct {
 	Box        [4]float64 // bbox: x1, y1, x2, y2 in [0, 1]
 }
 
-var selectorRx = regexp.MustCompile(`^(?:(\d+)-(\d+)|L(\d+)|bbox-(\d+(?:\.\d+)?),(\d+(?:\.\d+)?),(\d+(?:\.\d+)?),(\d+(?:\.\d+)?))$`)
+var selectorRx = lazyregexp.New(`^(?:(\d+)-(\d+)|L(\d+)|bbox-(\d+(?:\.\d+)?),(\d+(?:\.\d+)?),(\d+(?:\.\d+)?),(\d+(?:\.\d+)?))$`)
 
 // parseAddress splits a rendered (positional) address. ok is false for
 // "<root>" and for anything not starting at "messages".

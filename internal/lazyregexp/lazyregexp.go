@@ -65,3 +65,8 @@ func (r *Regexp) FindAllStringIndex(s string, n int) [][]int {
 func (r *Regexp) FindStringSubmatch(s string) []string {
 	return r.Regexp().FindStringSubmatch(s)
 }
+
+// ReplaceAllStringFunc is regexp.Regexp.ReplaceAllStringFunc.
+func (r *Regexp) ReplaceAllStringFunc(src string, repl func(string) string) string {
+	return r.Regexp().ReplaceAllStringFunc(src, repl)
+}
