@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"time"
 
-	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -90,24 +88,6 @@ func readBody(r io.Reader, contentEncoding string, limit int64) ([]byte, error) 
 }
 
 var jsonOpts = protojson.UnmarshalOptions{DiscardUnknown: true}
-
-// decodeTraces decodes an ExportTraceServiceRequest.
-func decodeTraces(b []byte, enc Encoding) (*coltracepb.ExportTraceServiceRequest, error) {
-	req := &coltracepb.ExportTraceServiceRequest{}
-	if err := unmarshal(b, enc, req); err != nil {
-		return nil, err
-	}
-	return req, nil
-}
-
-// decodeLogs decodes an ExportLogsServiceRequest.
-func decodeLogs(b []byte, enc Encoding) (*collogspb.ExportLogsServiceRequest, error) {
-	req := &collogspb.ExportLogsServiceRequest{}
-	if err := unmarshal(b, enc, req); err != nil {
-		return nil, err
-	}
-	return req, nil
-}
 
 func unmarshal(b []byte, enc Encoding, m proto.Message) error {
 	if enc == Protobuf {
@@ -241,7 +221,7 @@ type span struct {
 }
 
 // spansOf flattens a trace request into spans.
-func spansOf(req *coltracepb.ExportTraceServiceRequest) []*span {
+func spansOf(req *traceRequest) []*span {
 	var out []*span
 	for _, rs := range req.GetResourceSpans() {
 		resAttrs := attrMap(rs.GetResource().GetAttributes())
@@ -284,7 +264,7 @@ type logRecord struct {
 
 // logsOf flattens a logs request into records; relevant reports how
 // many are GenAI message records (the others are counted and dropped).
-func logsOf(req *collogspb.ExportLogsServiceRequest) (recs []*logRecord, dropped int) {
+func logsOf(req *logsRequest) (recs []*logRecord, dropped int) {
 	for _, rl := range req.GetResourceLogs() {
 		resAttrs := attrMap(rl.GetResource().GetAttributes())
 		ds, svc := resourceDataset(resAttrs)

@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"testing"
 
 	"github.com/vigilhq/vigil/trace/convert"
@@ -47,7 +48,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(jsonHex), true)
 	f.Add([]byte(jsonB64), true)
 	if req, err := decodeTraces([]byte(jsonHex), JSON); err == nil {
-		b, _ := marshalProto(req)
+		b, _ := marshalProto(&coltracepb.ExportTraceServiceRequest{ResourceSpans: req.ResourceSpans})
 		f.Add(b, false)
 	}
 	f.Add([]byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"eventName":"gen_ai.user.message","traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","body":{"kvlistValue":{"values":[{"key":"content","value":{"stringValue":"hi"}}]}}}]}]}]}`), true)

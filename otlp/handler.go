@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -191,11 +189,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.unavailable(w, enc, "cannot store the spans now; retry")
 		return
 	}
-	resp := &coltracepb.ExportTraceServiceResponse{}
-	if res.rejected > 0 {
-		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(res.rejected), ErrorMessage: res.message()}
-	}
-	h.reply(w, enc, resp)
+	h.reply(w, enc, encodeResponse(enc, "rejectedSpans", res.rejected, res.message()))
 }
 
 // errAuthUnavailable is the error of a key that could not be checked
@@ -265,18 +259,12 @@ func (h *Handler) busy(w http.ResponseWriter, enc Encoding) {
 	h.fail(w, enc, http.StatusTooManyRequests, "the OTLP write queue is full; retry after "+strconv.Itoa(secs)+"s")
 }
 
-func (h *Handler) reply(w http.ResponseWriter, enc Encoding, m proto.Message) {
-	var b []byte
-	var err error
+// reply writes an encoded Export…ServiceResponse (encodeResponse).
+func (h *Handler) reply(w http.ResponseWriter, enc Encoding, b []byte) {
 	if enc == JSON {
 		w.Header().Set("Content-Type", "application/json")
-		b, err = protojson.Marshal(m)
 	} else {
 		w.Header().Set("Content-Type", "application/x-protobuf")
-		b, err = proto.Marshal(m)
-	}
-	if err != nil {
-		h.log.Error("otlp: encode response", "err", err)
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
@@ -332,9 +320,5 @@ func (h *Handler) serveLogs(w http.ResponseWriter, ctx context.Context, enc Enco
 		h.unavailable(w, enc, "cannot store the log records now; retry")
 		return
 	}
-	resp := &collogspb.ExportLogsServiceResponse{}
-	if res.rejected > 0 {
-		resp.PartialSuccess = &collogspb.ExportLogsPartialSuccess{RejectedLogRecords: int64(res.rejected), ErrorMessage: res.message()}
-	}
-	h.reply(w, enc, resp)
+	h.reply(w, enc, encodeResponse(enc, "rejectedLogRecords", res.rejected, res.message()))
 }
