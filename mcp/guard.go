@@ -1,0 +1,176 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/vigilhq/vigil/policy"
+	"github.com/vigilhq/vigil/trace"
+)
+
+// Rule is one guardrail the proxy applies (spec/gateway.md §5 with kind
+// mcp): a compiled policy, whether it blocks, and the identity the
+// guardrail error objects carry. Servers and Clients are the scope globs
+// (case-insensitive, * and ?); empty matches every name.
+type Rule struct {
+	ID      string
+	Name    string
+	Content string
+	Action  string // "block" or "log"
+	Version int
+	Servers []string
+	Clients []string
+	Policy  *policy.Policy
+}
+
+// LoadRule compiles a guardrail; a compile error names the guardrail.
+func LoadRule(id, name, content, action string) (*Rule, error) {
+	p, err := policy.Load(content, policy.Options{Name: name, WallTime: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("guardrail %q: %w", name, err)
+	}
+	if action == "" {
+		action = "block"
+	}
+	return &Rule{ID: id, Name: name, Content: content, Action: action, Policy: p}, nil
+}
+
+// applies reports whether the rule's scope admits the session's server
+// and client names.
+func (r *Rule) applies(server, client string) bool {
+	return globsMatch(r.Servers, server) && globsMatch(r.Clients, client)
+}
+
+func globsMatch(globs []string, name string) bool {
+	if len(globs) == 0 {
+		return true
+	}
+	for _, g := range globs {
+		if ok, _ := path.Match(strings.ToLower(g), strings.ToLower(name)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// GuardError is a guardrail error object (explorer-api §2.7) with the
+// guardrail that raised it.
+type GuardError struct {
+	Key       string          `json:"key"`
+	Args      []any           `json:"args"`
+	Kwargs    json.RawMessage `json:"kwargs"`
+	Ranges    []string        `json:"ranges"`
+	Guardrail map[string]any  `json:"guardrail"`
+}
+
+// Guard holds the blocking rules of a session. Logging rules are not run
+// inline: recorded sessions go through ingest, whose monitors evaluate
+// the dataset's guardrails on every stored event without delaying the
+// session (spec/gateway.md §6.5).
+type Guard struct {
+	Rules []*Rule
+	// FailOpen continues when an evaluation fails; the default (false)
+	// blocks with "Vigil: guardrail evaluation failed: <reason>".
+	FailOpen bool
+	// Timeout bounds one evaluation (default 2 s).
+	Timeout time.Duration
+	// Unavailable, when set, is why the rules could not be obtained:
+	// every check fails with it (blocking unless FailOpen).
+	Unavailable string
+}
+
+// blocking returns the blocking rules that apply to the names.
+func (g *Guard) blocking(server, client string) []*Rule {
+	if g == nil {
+		return nil
+	}
+	var out []*Rule
+	for _, r := range g.Rules {
+		if r.Action == "block" && r.applies(server, client) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// check evaluates rules over past ++ pending in pending mode and returns
+// the errors (violations whose binding holds a pending event). An
+// evaluation failure is an error object of its own unless FailOpen.
+func (g *Guard) check(ctx context.Context, rules []*Rule, past, pending []json.RawMessage, params map[string]any) []GuardError {
+	if g == nil {
+		return nil
+	}
+	fail := func(reason string) []GuardError {
+		if g.FailOpen {
+			return nil
+		}
+		return []GuardError{{Key: "vigil-eval-failure", Args: []any{"Vigil: guardrail evaluation failed: " + reason}, Kwargs: json.RawMessage("{}"), Ranges: []string{},
+			Guardrail: map[string]any{"id": "vigil-gateway", "name": "guardrail evaluation", "content": "", "action": "block", "version": 0}}}
+	}
+	if g.Unavailable != "" {
+		return fail(g.Unavailable)
+	}
+	if len(rules) == 0 {
+		return nil
+	}
+	pt, err := decodeEvents(past)
+	if err != nil {
+		return fail(err.Error())
+	}
+	nt, err := decodeEvents(pending)
+	if err != nil {
+		return fail(err.Error())
+	}
+	timeout := g.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out []GuardError
+	for _, r := range rules {
+		res, err := r.Policy.AnalyzePending(ctx, pt, nt, params)
+		if err != nil {
+			var ae *policy.AnalysisError
+			if errors.As(err, &ae) || errors.Is(err, context.DeadlineExceeded) {
+				if f := fail(err.Error()); f != nil {
+					return f
+				}
+				continue
+			}
+			if f := fail(err.Error()); f != nil {
+				return f
+			}
+			continue
+		}
+		for _, v := range res.Errors {
+			kw, err := json.Marshal(v.Kwargs)
+			if err != nil || string(kw) == "null" {
+				kw = []byte("{}")
+			}
+			ranges := v.Ranges
+			if ranges == nil {
+				ranges = []string{}
+			}
+			out = append(out, GuardError{Key: v.Key, Args: v.Args, Kwargs: kw, Ranges: ranges,
+				Guardrail: map[string]any{"id": r.ID, "name": r.Name, "content": r.Content, "action": r.Action, "version": r.Version}})
+		}
+	}
+	return out
+}
+
+func decodeEvents(events []json.RawMessage) (*trace.Trace, error) {
+	if len(events) == 0 {
+		return policy.DecodeTrace([]byte("[]"))
+	}
+	b := make([][]byte, len(events))
+	for i, e := range events {
+		b[i] = e
+	}
+	return policy.DecodeTrace(joinBatch(b, false))
+}

@@ -1,0 +1,181 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/vigilhq/vigil/client"
+)
+
+// Store is what a session needs from Vigil: tool-pin verdicts and the
+// recording of the session as a trace. ClientStore reaches a server over
+// its HTTP API (the stdio wrapper, standalone gateways); package server
+// provides the in-process one for `vigil serve` (ServerStore). Both write
+// traces through package ingest.
+type Store interface {
+	// ObservePins has the server judge one tools/list page
+	// (explorer-api §13); traceID "" writes no findings.
+	ObservePins(ctx context.Context, server, traceID string, tools []json.RawMessage, complete bool) ([]client.MCPPinVerdict, error)
+	// CreateTrace pushes a new trace with its first events and metadata
+	// into dataset and returns its id.
+	CreateTrace(ctx context.Context, dataset string, meta map[string]any, events []json.RawMessage) (string, error)
+	// AppendEvents appends events to a trace.
+	AppendEvents(ctx context.Context, traceID string, events []json.RawMessage) error
+	// PutSession upserts the session record.
+	PutSession(ctx context.Context, s client.MCPSession) error
+}
+
+// recorder writes a session's events in order on its own goroutine, so
+// that recording is never on the message path: the first batch creates
+// the trace, later ones are appended. Flush waits for everything queued
+// so far (pinning needs the trace id of the tools/list it judges).
+type recorder struct {
+	st      Store
+	dataset string
+	log     *slog.Logger
+	meta    func() map[string]any
+	onTrace func(traceID string)
+
+	mu      sync.Mutex
+	queue   []json.RawMessage
+	waiters []chan struct{}
+	wake    chan struct{}
+	done    chan struct{}
+	closed  bool
+	traceID string
+	failed  int
+}
+
+func newRecorder(st Store, dataset string, log *slog.Logger, meta func() map[string]any, onTrace func(string)) *recorder {
+	r := &recorder{st: st, dataset: dataset, log: log, meta: meta, onTrace: onTrace, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go r.loop()
+	return r
+}
+
+// add queues events.
+func (r *recorder) add(events ...json.RawMessage) {
+	r.mu.Lock()
+	if !r.closed {
+		r.queue = append(r.queue, events...)
+	}
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *recorder) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flush waits until everything queued before it is written (or ctx ends)
+// and returns the trace id ("" when none could be created).
+func (r *recorder) flush(ctx context.Context) string {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	if r.closed {
+		id := r.traceID
+		r.mu.Unlock()
+		return id
+	}
+	r.waiters = append(r.waiters, ch)
+	r.mu.Unlock()
+	r.signal()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.traceID
+}
+
+// close writes what is queued, waiting at most until ctx ends.
+func (r *recorder) close(ctx context.Context) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	r.mu.Unlock()
+	r.signal()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		r.log.Warn("mcp: records not written before shutdown", "err", ctx.Err())
+	}
+}
+
+func (r *recorder) loop() {
+	defer close(r.done)
+	for {
+		<-r.wake
+		for {
+			r.mu.Lock()
+			batch, waiters, closed := r.queue, r.waiters, r.closed
+			r.queue, r.waiters = nil, nil
+			r.mu.Unlock()
+			if len(batch) > 0 {
+				r.write(batch)
+			}
+			for _, w := range waiters {
+				close(w)
+			}
+			if len(batch) == 0 && len(waiters) == 0 {
+				if closed {
+					return
+				}
+				break
+			}
+		}
+	}
+}
+
+// write stores one batch, retrying a failed write with backoff (0.5 s
+// doubling, up to 5 attempts) before dropping it with a log line.
+func (r *recorder) write(batch []json.RawMessage) {
+	delay := 500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var err error
+		if r.traceID == "" {
+			var id string
+			id, err = r.st.CreateTrace(ctx, r.dataset, r.meta(), batch)
+			if err == nil {
+				r.mu.Lock()
+				r.traceID = id
+				r.mu.Unlock()
+				if r.onTrace != nil {
+					r.onTrace(id)
+				}
+			}
+		} else {
+			err = r.st.AppendEvents(ctx, r.traceID, batch)
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		var api *client.APIError
+		if attempt >= 5 || asAPIError(err, &api) && api.StatusCode < 500 && api.StatusCode != 429 {
+			r.failed += len(batch)
+			r.log.Error("mcp: recording failed; events dropped", "events", len(batch), "trace", r.traceID, "err", err)
+			return
+		}
+		r.mu.Lock()
+		closed := r.closed
+		r.mu.Unlock()
+		if closed && attempt >= 2 {
+			r.failed += len(batch)
+			r.log.Error("mcp: recording failed at shutdown; events dropped", "events", len(batch), "err", err)
+			return
+		}
+		time.Sleep(delay)
+		delay *= 2
+	}
+}
