@@ -106,7 +106,19 @@ func NewSession(opt Options) *Session {
 }
 
 // ID is the session id.
-func (s *Session) ID() string { return s.opt.SessionID }
+func (s *Session) ID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opt.SessionID
+}
+
+// setID renames the session before its trace exists (the proxy learns
+// the upstream's Mcp-Session-Id from the initialize answer).
+func (s *Session) setID(id string) {
+	s.mu.Lock()
+	s.opt.SessionID = id
+	s.mu.Unlock()
+}
 
 // TraceID is the id of the session's trace, "" until it is created.
 func (s *Session) TraceID() string {
@@ -173,7 +185,7 @@ func (s *Session) putSession(ended *time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.opt.Store.PutSession(ctx, rec); err != nil {
-		s.log.Warn("mcp: session record not stored", "session", s.opt.SessionID, "err", err)
+		s.log.Warn("mcp: session record not stored", "session", s.ID(), "err", err)
 	}
 }
 
@@ -406,7 +418,7 @@ func (s *Session) toolCall(ctx context.Context, m *message, key string) (bool, [
 	s.blockedCalls++
 	s.mu.Unlock()
 	s.record(markBlocked(call), markBlocked(outputEvent(callID, text, true)))
-	s.log.Info("mcp: tools/call blocked", "session", s.opt.SessionID, "tool", p.Name, "errors", len(errs))
+	s.log.Info("mcp: tools/call blocked", "session", s.ID(), "tool", p.Name, "errors", len(errs))
 	return false, reply
 }
 
@@ -533,7 +545,7 @@ func (s *Session) toolResult(ctx context.Context, m *message, p *pendingReq) []b
 	s.blockedCalls++
 	s.mu.Unlock()
 	s.record(markBlocked(out))
-	s.log.Info("mcp: tools/call result blocked", "session", s.opt.SessionID, "tool", p.tool, "errors", len(errs))
+	s.log.Info("mcp: tools/call result blocked", "session", s.ID(), "tool", p.tool, "errors", len(errs))
 	return reply
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -38,10 +39,9 @@ type MCPSessionInput struct {
 	State           json.RawMessage `json:"state"`
 }
 
-// PutMCPSession upserts an MCP session of ownerID (explorer-api §13). A
-// session id owned by someone else is a 404.
-func (s *Server) PutMCPSession(r *http.Request, ownerID, id string, in *MCPSessionInput) (*store.MCPSession, error) {
-	ctx := r.Context()
+// PutMCPSessionFor upserts an MCP session of ownerID (explorer-api §13).
+// A session id owned by someone else is a 404.
+func (s *Server) PutMCPSessionFor(ctx context.Context, ownerID, id string, in *MCPSessionInput) (*store.MCPSession, error) {
 	if id == "" || len(id) > 128 {
 		return nil, badRequest("session id must be 1 to 128 characters")
 	}
@@ -86,7 +86,7 @@ func (s *Server) handleMCPSessionPut(w http.ResponseWriter, r *http.Request, p *
 	if err := s.decodeJSON(w, r, &in, false); err != nil {
 		return err
 	}
-	m, err := s.PutMCPSession(r, p.User.ID, r.PathValue("id"), &in)
+	m, err := s.PutMCPSessionFor(r.Context(), p.User.ID, r.PathValue("id"), &in)
 	if err != nil {
 		return err
 	}

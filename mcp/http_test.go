@@ -1,0 +1,283 @@
+package mcp_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/vigilhq/vigil/mcp"
+)
+
+// upstream is a go-sdk streamable HTTP server with the test tools, whose
+// environment (description variant, tool names) a test may change
+// between sessions. A tools/call of "crash" drops the connection.
+type upstream struct {
+	*httptest.Server
+	mu    sync.Mutex
+	env   map[string]string
+	calls []string
+}
+
+func (u *upstream) getenv(k string) string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.env[k]
+}
+
+func (u *upstream) set(k, v string) {
+	u.mu.Lock()
+	u.env[k] = v
+	u.mu.Unlock()
+}
+
+func newUpstream(t *testing.T, opts *sdk.StreamableHTTPOptions) *upstream {
+	t.Helper()
+	u := &upstream{env: map[string]string{}}
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server {
+		s := sdk.NewServer(&sdk.Implementation{Name: "httpsrv", Version: "2.0.0"}, nil)
+		testTools(s, u.getenv)
+		return s
+	}, opts)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			if strings.Contains(string(body), `"name":"crash"`) {
+				if hj, ok := w.(http.Hijacker); ok {
+					c, _, _ := hj.Hijack()
+					c.Close()
+					return
+				}
+			}
+			if strings.Contains(string(body), `"tools/call"`) {
+				u.mu.Lock()
+				u.calls = append(u.calls, string(body))
+				u.mu.Unlock()
+			}
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	u.Server = httptest.NewServer(mux)
+	t.Cleanup(u.Close)
+	return u
+}
+
+// headerTransport adds headers to every request.
+type headerTransport struct {
+	h    http.Header
+	base http.RoundTripper
+}
+
+func (ht headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range ht.h {
+		r.Header[k] = v
+	}
+	return ht.base.RoundTrip(r)
+}
+
+// mountProxy mounts the proxy on the backend's listener the way the
+// gateway router will: [/{dataset}]/mcp/{server}.
+func mountProxy(b *backend, p *mcp.Proxy) {
+	for _, m := range []string{"POST", "GET", "DELETE"} {
+		b.srv.Mount(m+" /api/v1/gateway/{dataset}/mcp/{server}", p)
+		b.srv.Mount(m+" /api/v1/gateway/mcp/{server}", p)
+	}
+}
+
+func connectHTTP(t *testing.T, endpoint string, h http.Header, revision string) *sdk.ClientSession {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "http-client", Version: "0.2"}, nil)
+	tr := &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: headerTransport{h, http.DefaultTransport}}, MaxRetries: -1}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, tr, &sdk.ClientSessionOptions{ProtocolVersion: revision})
+	if err != nil {
+		t.Fatalf("connect through the proxy: %v", err)
+	}
+	return cs
+}
+
+func TestHTTPProxy(t *testing.T) {
+	for _, rev := range revisions {
+		for _, jsonResp := range []bool{false, true} {
+			name := rev + "/sse"
+			if jsonResp {
+				name = rev + "/json"
+			}
+			t.Run(name, func(t *testing.T) {
+				b := newBackend(t)
+				up := newUpstream(t, &sdk.StreamableHTTPOptions{JSONResponse: jsonResp})
+				p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}, GlobalRules: guard(t, argRule, outRule).Rules})
+				defer p.Close(context.Background())
+				mountProxy(b, p)
+				h := http.Header{"Invariant-Api-Key": {adminKey}, "Mcp-Server-Base-Url": {up.URL}}
+				cs := connectHTTP(t, b.URL+"/api/v1/gateway/httpds/mcp/streamable", h, rev)
+				tools := toolNames(t, cs)
+				if tools["echo"] == nil || tools["secret"] == nil {
+					t.Fatalf("tools = %v", tools)
+				}
+				if text, _, err := callText(t, cs, "echo", map[string]any{"text": "hi"}); err != nil || text != "echo: hi" {
+					t.Fatalf("echo: %q, %v", text, err)
+				}
+				_, _, err := callText(t, cs, "echo", map[string]any{"text": "forbidden"})
+				if err == nil || !strings.Contains(err.Error(), "forbidden text") {
+					t.Errorf("blocked call: %v", err)
+				}
+				_, _, err = callText(t, cs, "secret", nil)
+				if err == nil || !strings.Contains(err.Error(), "secret in tool output") {
+					t.Errorf("blocked result: %v", err)
+				}
+				// A crash of the upstream mid-call: a clean error.
+				if _, _, err := callText(t, cs, "crash", nil); err == nil {
+					t.Error("crashed call succeeded")
+				}
+				cs.Close()
+				p.Close(context.Background())
+				up.mu.Lock()
+				for _, c := range up.calls {
+					if strings.Contains(c, "forbidden") {
+						t.Errorf("the blocked call reached the upstream: %s", c)
+					}
+				}
+				up.mu.Unlock()
+				trs := b.traces(t, "httpds")
+				if len(trs) != 1 {
+					t.Fatalf("%d traces, want 1 per session", len(trs))
+				}
+				tr := trs[0]
+				if tr.ExtraMetadata["mcp_server"] != "httpsrv" || tr.ExtraMetadata["transport"] != "streamable-http" || tr.ExtraMetadata["mcp_client"] != "http-client" {
+					t.Errorf("metadata = %v", tr.ExtraMetadata)
+				}
+				// list (2) + echo (2) + blocked call (2) + blocked result (2) + crash (2)
+				if len(tr.Messages) != 10 {
+					t.Errorf("%d events, want 10", len(tr.Messages))
+				}
+			})
+		}
+	}
+}
+
+func TestHTTPProxyRugPull(t *testing.T) {
+	for _, rev := range revisions {
+		t.Run(rev, func(t *testing.T) {
+			b := newBackend(t)
+			up := newUpstream(t, nil)
+			p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}, Servers: []mcp.ServerConfig{{Name: "tools", URL: up.URL + "/mcp/"}}})
+			defer p.Close(context.Background())
+			mountProxy(b, p)
+			h := http.Header{"Invariant-Authorization": {"Bearer " + adminKey}}
+			endpoint := b.URL + "/api/v1/gateway/pinds/mcp/tools"
+			cs := connectHTTP(t, endpoint, h, rev)
+			toolNames(t, cs)
+			cs.Close()
+			up.set("VIGIL_MCP_DESC", "v2")
+			cs = connectHTTP(t, endpoint, h, rev)
+			tools := toolNames(t, cs)
+			if tools["blocked_echo"] == nil || tools["echo"] != nil {
+				t.Fatalf("tools after change = %v", tools)
+			}
+			if _, _, err := callText(t, cs, "echo", map[string]any{"text": "x"}); err == nil || !strings.Contains(err.Error(), "rug pull") {
+				t.Errorf("changed tool call: %v", err)
+			}
+			cs.Close()
+			pins, _ := b.c.MCPPins(context.Background(), "httpsrv")
+			for _, pin := range pins {
+				if pin.Status == "pending" {
+					if _, err := b.c.ApproveMCPPin(context.Background(), pin.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			cs = connectHTTP(t, endpoint, h, rev)
+			if tools := toolNames(t, cs); tools["echo"] == nil {
+				t.Fatalf("tools after approval = %v", tools)
+			}
+			if text, _, err := callText(t, cs, "echo", map[string]any{"text": "ok"}); err != nil || text != "echo: ok" {
+				t.Errorf("approved tool: %q, %v", text, err)
+			}
+			cs.Close()
+		})
+	}
+}
+
+func TestHTTPProxyRefusals(t *testing.T) {
+	b := newBackend(t)
+	up := newUpstream(t, nil)
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}, AllowedOrigins: []string{"https://app.example"}})
+	mountProxy(b, p)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	tests := []struct {
+		name   string
+		path   string
+		header map[string]string
+		host   string
+		body   string
+		status int
+		want   string
+	}{
+		{"foreign origin", "/api/v1/gateway/mcp/streamable", map[string]string{"Origin": "https://evil.example", "Mcp-Server-Base-Url": up.URL}, "", init, 403, "Origin"},
+		{"allowed origin", "/api/v1/gateway/mcp/streamable", map[string]string{"Origin": "https://app.example", "Mcp-Server-Base-Url": up.URL}, "", init, 200, `"result"`},
+		{"rebinding host", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL}, "evil.example:80", init, 403, "Host"},
+		{"upstream host not allowed", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": "http://10.1.2.3:9"}, "", init, 403, "allowed_upstream_hosts"},
+		{"no base url", "/api/v1/gateway/mcp/streamable", nil, "", init, 400, "MCP-SERVER-BASE-URL"},
+		{"unknown server", "/api/v1/gateway/mcp/nosuch", nil, "", init, 404, "nosuch"},
+		{"bad key", "/api/v1/gateway/ds/mcp/streamable", map[string]string{"Invariant-Api-Key": "nope-nope-nope-nope-nope", "Mcp-Server-Base-Url": up.URL}, "", init, 401, "Invalid Invariant API key"},
+		{"dataset without key", "/api/v1/gateway/ds/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL}, "", init, 400, "Missing invariant api key"},
+		{"malformed JSON", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL}, "", `{"jsonrpc":`, 400, "-32700"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", b.URL+tt.path, strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.want) {
+				t.Errorf("%d %s, want %d with %q", resp.StatusCode, body, tt.status, tt.want)
+			}
+		})
+	}
+}
+
+// TestHTTPProxyStatelessUpstream: an upstream without sessions gets a
+// Vigil session id the proxy strips before forwarding.
+func TestHTTPProxyStatelessUpstream(t *testing.T) {
+	b := newBackend(t)
+	up := newUpstream(t, &sdk.StreamableHTTPOptions{Stateless: true})
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}})
+	defer p.Close(context.Background())
+	mountProxy(b, p)
+	h := http.Header{"Invariant-Api-Key": {adminKey}, "Mcp-Server-Base-Url": {up.URL}}
+	cs := connectHTTP(t, b.URL+"/api/v1/gateway/sl/mcp/streamable", h, "2025-11-25")
+	if !strings.HasPrefix(cs.ID(), "vgl-") {
+		t.Errorf("session id %q, want a vgl- id from Vigil", cs.ID())
+	}
+	if text, _, err := callText(t, cs, "echo", map[string]any{"text": "s"}); err != nil || text != "echo: s" {
+		t.Fatalf("echo: %q, %v", text, err)
+	}
+	cs.Close()
+	p.Close(context.Background())
+	trs := b.traces(t, "sl")
+	if len(trs) != 1 || trs[0].ExtraMetadata["session_id"] != cs.ID() {
+		t.Fatalf("traces = %d; session_id %v, want %s", len(trs), trs[0].ExtraMetadata["session_id"], cs.ID())
+	}
+}
