@@ -26,7 +26,7 @@ func init() {
 }
 
 const mcpUsage = `Usage: vigil mcp run [flags] -- <command> [args...]
-       vigil mcp pins list [--server NAME] [--url URL] [--api-key KEY] [--json]
+       vigil mcp pins list [--server-name NAME] [--url URL] [--api-key KEY] [--json]
        vigil mcp pins approve <server> <tool> | <pin id>
        vigil mcp pins forget <server> <tool> | <pin id>
 
@@ -243,13 +243,13 @@ func systemUser() string {
 }
 
 func runMCPPins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("mcp pins", "mcp pins list [--server NAME] [--json] | approve <server> <tool> | approve <pin id> | forget <server> <tool> | forget <pin id>",
+	fs := newFlagSet("mcp pins", "mcp pins list [--server-name NAME] [--json] | approve <server> <tool> | approve <pin id> | forget <server> <tool> | forget <pin id>",
 		"List the tool definitions pinned on the Vigil server, approve a changed definition\n"+
 			"(the tool passes again at the client's next tools/list), or forget a pin (the next\n"+
 			"sighting is trusted as new).", stderr)
 	var sf serverFlags
 	sf.register(fs)
-	server := fs.String("server", "", "list only the pins of server `NAME`")
+	server := fs.String("server-name", "", "list only the pins of MCP server `NAME`")
 	asJSON := fs.Bool("json", false, "print the pins as JSON")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
