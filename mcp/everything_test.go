@@ -148,7 +148,9 @@ func everythingServer() *sdk.Server {
 		"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",
 		"$defs":{"address":{"type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},
 		"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"}},"additionalProperties":false}`),
-		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return text("ok"), nil })
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return text("ok"), nil
+		})
 	tool("test_reconnection", "Closes its SSE stream mid-call", nil, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		if req.Extra != nil && req.Extra.CloseSSEStream != nil {
 			req.Extra.CloseSSEStream(sdk.CloseSSEStreamArgs{RetryAfter: 500 * time.Millisecond})
@@ -182,7 +184,9 @@ func everythingServer() *sdk.Server {
 
 	// Prompts.
 	prompt := func(p *sdk.Prompt, h sdk.PromptHandler) { s.AddPrompt(p, h) }
-	userText := func(t string) *sdk.PromptMessage { return &sdk.PromptMessage{Role: "user", Content: &sdk.TextContent{Text: t}} }
+	userText := func(t string) *sdk.PromptMessage {
+		return &sdk.PromptMessage{Role: "user", Content: &sdk.TextContent{Text: t}}
+	}
 	prompt(&sdk.Prompt{Name: "test_simple_prompt", Description: "A simple prompt"}, func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
 		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{userText("This is a simple prompt for testing.")}}, nil
 	})
