@@ -82,6 +82,10 @@ type Session struct {
 	blockedCalls int
 	traceID      string
 	ended        bool
+	// guarded: blocking rules may apply, so the events are kept as the
+	// past of later checks; inert: nothing is checked or recorded, so no
+	// event is even built.
+	guarded, inert bool
 }
 
 // NewSession starts a session.
@@ -102,6 +106,8 @@ func NewSession(opt Options) *Session {
 	if opt.Store != nil && opt.Dataset != "" {
 		s.rec = newRecorder(opt.Store, opt.Dataset, s.log, s.traceMetadata, s.traceCreated)
 	}
+	s.guarded = opt.Guard != nil && (len(opt.Guard.Rules) > 0 || opt.Guard.Unavailable != "")
+	s.inert = !s.guarded && s.rec == nil
 	return s
 }
 
@@ -242,19 +248,27 @@ func (s *Session) record(events ...json.RawMessage) {
 	if len(events) == 0 {
 		return
 	}
-	s.mu.Lock()
-	s.events = append(s.events, events...)
-	s.mu.Unlock()
+	if s.guarded {
+		s.mu.Lock()
+		s.events = append(s.events, events...)
+		s.mu.Unlock()
+	}
 	if s.rec != nil {
 		s.rec.add(events...)
 	}
 }
 
-// past is a copy of the session's events so far.
-func (s *Session) past() []json.RawMessage {
+// checkPending applies the blocking rules that admit the session's
+// names to the pending events after the session's past ones.
+func (s *Session) checkPending(ctx context.Context, pending ...json.RawMessage) []GuardError {
+	if !s.guarded {
+		return nil
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]json.RawMessage(nil), s.events...)
+	rules := s.opt.Guard.blocking(s.serverName(), s.client.Name)
+	past := append([]json.RawMessage(nil), s.events...)
+	s.mu.Unlock()
+	return s.opt.Guard.check(ctx, rules, past, pending, s.params())
 }
 
 func (s *Session) params() map[string]any {
@@ -388,6 +402,24 @@ func (s *Session) toolCall(ctx context.Context, m *message, key string) (bool, [
 		s.mu.Unlock()
 		return true, nil
 	}
+	if s.inert {
+		s.mu.Lock()
+		pinErr, pinBlocked := s.blocked[p.Name]
+		if !pinBlocked && strings.HasPrefix(p.Name, "blocked_") {
+			pinErr, pinBlocked = s.blocked[strings.TrimPrefix(p.Name, "blocked_")]
+		}
+		if !pinBlocked {
+			s.pending[key] = &pendingReq{method: m.Method, tool: p.Name}
+		} else {
+			s.blockedCalls++
+		}
+		s.mu.Unlock()
+		if !pinBlocked {
+			return true, nil
+		}
+		reply, _ := s.blockResponse(m.ID, []GuardError{pinErr})
+		return false, reply
+	}
 	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
@@ -404,7 +436,7 @@ func (s *Session) toolCall(ctx context.Context, m *message, key string) (bool, [
 	if pinBlocked {
 		errs = []GuardError{pinErr}
 	} else {
-		errs = s.opt.Guard.check(ctx, s.opt.Guard.blocking(s.serverName(), s.client.Name), s.past(), []json.RawMessage{call}, s.params())
+		errs = s.checkPending(ctx, call)
 	}
 	if len(errs) == 0 {
 		s.mu.Lock()
@@ -535,7 +567,7 @@ func (s *Session) toolResult(ctx context.Context, m *message, p *pendingReq) []b
 	}
 	_ = json.Unmarshal(m.Result, &r)
 	out = resultEvent(p.callID, r.Content, r.IsError, r.StructuredContent)
-	errs := s.opt.Guard.check(ctx, s.opt.Guard.blocking(s.serverName(), s.client.Name), s.past(), []json.RawMessage{out}, s.params())
+	errs := s.checkPending(ctx, out)
 	if len(errs) == 0 {
 		s.record(out)
 		return nil
@@ -620,8 +652,15 @@ func (s *Session) toolsList(ctx context.Context, m *message) []byte {
 		s.mu.Unlock()
 	}
 
-	past := s.past()
-	errs := s.opt.Guard.check(ctx, s.opt.Guard.blocking(s.serverName(), s.client.Name), past[:len(past)-1], past[len(past)-1:], s.params())
+	var errs []GuardError
+	if s.guarded {
+		s.mu.Lock()
+		rules := s.opt.Guard.blocking(s.serverName(), s.client.Name)
+		past := append([]json.RawMessage(nil), s.events...)
+		s.mu.Unlock()
+		// The list output was recorded last: it is the pending event.
+		errs = s.opt.Guard.check(ctx, rules, past[:len(past)-1], past[len(past)-1:], s.params())
+	}
 	if len(errs) > 0 {
 		ej, _ := json.Marshal(errs)
 		for i, t := range tools {
