@@ -657,7 +657,7 @@ func writeSSE(w io.Writer, ev sseEvent) {
 // session: answers to intercepted requests are checked and replaced in
 // place (the SSE id is kept); everything else passes at once.
 func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, body io.Reader, sess *Session) {
-	rd := bufio.NewReaderSize(body, 64<<10)
+	rd := bufio.NewReaderSize(body, 4<<10)
 	var ev sseEvent
 	var data [][]byte
 	for {
