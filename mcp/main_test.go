@@ -85,7 +85,7 @@ func runTestServer() int {
 	if os.Getenv("VIGIL_MCP_NONJSON") != "" {
 		fmt.Println("test server starting (this line is not JSON)")
 	}
-	s := sdk.NewServer(&sdk.Implementation{Name: "testsrv", Version: "1.0.0"}, nil)
+	s := sdk.NewServer(&sdk.Implementation{Name: "testsrv", Version: "1.0.0"}, &sdk.ServerOptions{Instructions: os.Getenv("VIGIL_MCP_INSTR")})
 	testTools(s, os.Getenv)
 	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "test server:", err)

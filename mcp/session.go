@@ -79,6 +79,7 @@ type Session struct {
 	protocol     string
 	blocked      map[string]GuardError // tool name → the pin error blocking it
 	tools        json.RawMessage       // the latest tools/list page
+	instructions string                // the server's instructions
 	blockedCalls int
 	traceID      string
 	ended        bool
@@ -520,6 +521,7 @@ func (s *Session) serverMessage(ctx context.Context, m *message) []byte {
 	case "initialize", "server/discover":
 		var r struct {
 			ProtocolVersion string   `json:"protocolVersion"`
+			Instructions    string   `json:"instructions"`
 			ServerInfo      impl     `json:"serverInfo"`
 			Supported       []string `json:"supportedVersions"`
 			Meta            struct {
@@ -535,6 +537,7 @@ func (s *Session) serverMessage(ctx context.Context, m *message) []byte {
 		if r.ProtocolVersion != "" {
 			s.protocol = r.ProtocolVersion
 		}
+		s.instructions = r.Instructions
 		s.mu.Unlock()
 		return nil
 	case "tools/list":
@@ -616,8 +619,18 @@ func (s *Session) toolsList(ctx context.Context, m *message) []byte {
 			traceID = s.rec.flush(fctx)
 			cancel()
 		}
+		// The server's instructions are pinned with the last page, as a
+		// pseudo-tool whose description they are.
+		observed := tools
+		s.mu.Lock()
+		instr := s.instructions
+		s.mu.Unlock()
+		if instr != "" && !more {
+			it, _ := json.Marshal(map[string]string{"name": InstructionsPin, "description": instr})
+			observed = append(append([]json.RawMessage(nil), tools...), it)
+		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		verdicts, err := s.opt.Store.ObservePins(pctx, s.serverName(), traceID, tools, !more)
+		verdicts, err := s.opt.Store.ObservePins(pctx, s.serverName(), traceID, observed, !more)
 		cancel()
 		if err != nil {
 			s.log.Warn("mcp: pin check failed; tools passed unpinned", "server", s.serverName(), "err", err)
@@ -626,6 +639,8 @@ func (s *Session) toolsList(ctx context.Context, m *message) []byte {
 		for _, v := range verdicts {
 			byName[v.Tool] = v
 		}
+		iv, instrChanged := byName[InstructionsPin]
+		instrChanged = instrChanged && iv.Observation == server.PinChanged && !iv.Approved && s.opt.RugPullAction != "log"
 		s.mu.Lock()
 		for i, t := range tools {
 			var tn struct {
@@ -633,6 +648,16 @@ func (s *Session) toolsList(ctx context.Context, m *message) []byte {
 			}
 			_ = json.Unmarshal(t, &tn)
 			v, ok := byName[tn.Name]
+			if instrChanged {
+				// Changed instructions can steer any tool: all are held.
+				title := "Server instructions changed since approval (rug pull): " + s.serverName()
+				s.blocked[tn.Name] = GuardError{Key: "changed:" + s.serverName() + "/" + InstructionsPin + ":" + iv.Hash, Args: []any{title},
+					Kwargs: json.RawMessage("{}"), Ranges: []string{},
+					Guardrail: map[string]any{"id": server.MCPPinMonitor, "name": "MCP tool pinning", "content": "", "action": "block", "version": 0}}
+				tools[i] = instructionsStub(tn.Name, s.serverName())
+				changed = true
+				continue
+			}
 			if !ok {
 				continue
 			}
@@ -683,6 +708,18 @@ func changedStub(name string, fields []string) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"name": "blocked_" + name, "description": server.MCPChangedToolDescription(name, fields),
 		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}, "required": []string{}},
 		"annotations": map[string]any{"title": "This tool was blocked by Vigil: its definition changed since approval."}})
+	return b
+}
+
+// InstructionsPin is the pin name of a server's instructions, which are
+// pinned like a tool whose description they are (not a valid tool name).
+const InstructionsPin = "[instructions]"
+
+func instructionsStub(name, srv string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"name": "blocked_" + name,
+		"description": fmt.Sprintf("[Vigil] The instructions of server '%s' changed since they were approved. Its tools are blocked until a user re-approves them.", srv),
+		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}, "required": []string{}},
+		"annotations": map[string]any{"title": "This tool was blocked by Vigil: the server's instructions changed since approval."}})
 	return b
 }
 
