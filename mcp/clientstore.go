@@ -20,8 +20,15 @@ func (cs ClientStore) ObservePins(ctx context.Context, server, traceID string, t
 	return cs.C.ObserveMCPTools(ctx, server, traceID, tools, complete)
 }
 
-// CreateTrace implements Store.
-func (cs ClientStore) CreateTrace(ctx context.Context, dataset string, meta map[string]any, events []json.RawMessage) (string, error) {
+// SessionTrace implements Store: the push API has no session keys, so a
+// wrapper's session always gets its own trace.
+func (cs ClientStore) SessionTrace(ctx context.Context, dataset, sessionKey string) (string, error) {
+	return "", nil
+}
+
+// CreateTrace implements Store; the session key is not sent (the push
+// API has none).
+func (cs ClientStore) CreateTrace(ctx context.Context, dataset, sessionKey string, meta map[string]any, events []json.RawMessage) (string, error) {
 	msgs := make([]any, len(events))
 	for i, e := range events {
 		msgs[i] = e

@@ -163,6 +163,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if dataset == "" {
 		dataset = r.Header.Get("Invariant-Project-Name")
 	}
+	sessKey := firstNonEmpty(r.Header.Get("Invariant-Session"), r.Header.Get("Vigil-Session"))
+	if sessKey != "" && !validSessionKey(sessKey) {
+		detailError(w, http.StatusBadRequest, "invalid_request", "Invariant-Session must be 1 to 128 printable ASCII characters")
+		return
+	}
 	key, fwdAuth := vigilKey(r)
 	if dataset != "" && key == "" {
 		detailError(w, http.StatusBadRequest, "unauthenticated", "Missing invariant api key")
@@ -323,6 +328,10 @@ func stripHeaders(h http.Header) {
 // else (stateless revision, no session header) by caller, dataset,
 // upstream and client name.
 func (p *Proxy) session(r *http.Request, upstream string, acc *Access, dataset string, m *message) (*proxySession, bool) {
+	sk := ""
+	if v := firstNonEmpty(r.Header.Get("Invariant-Session"), r.Header.Get("Vigil-Session")); v != "" {
+		sk = "h:" + v
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	id := r.Header.Get("Mcp-Session-Id")
@@ -330,21 +339,21 @@ func (p *Proxy) session(r *http.Request, upstream string, acc *Access, dataset s
 		if ps := p.sessions[id]; ps != nil {
 			if ps.owner != acc.Owner {
 				// Someone else's session id: never shared; not recorded.
-				return p.newSessionLocked("", "", upstream, &Access{Guard: acc.Guard}, ""), false
+				return p.newSessionLocked("", "", upstream, &Access{Guard: acc.Guard}, "", ""), false
 			}
 			ps.lastSeen = time.Now()
 			return ps, true
 		}
 		if !strings.HasPrefix(id, "vgl-") {
 			// An upstream session Vigil has not seen (a restart): attach.
-			ps := p.newSessionLocked(id, id, upstream, acc, dataset)
+			ps := p.newSessionLocked(id, id, upstream, acc, dataset, sk)
 			p.sessions[id] = ps
 			return ps, true
 		}
 	}
 	if m != nil && m.Method == "initialize" {
 		// Registered once the upstream answers (its Mcp-Session-Id).
-		return p.newSessionLocked("", "", upstream, acc, dataset), false
+		return p.newSessionLocked("", "", upstream, acc, dataset, sk), false
 	}
 	if id == "" {
 		// Stateless: one session per caller, dataset, upstream and client.
@@ -363,12 +372,12 @@ func (p *Proxy) session(r *http.Request, upstream string, acc *Access, dataset s
 		ps.lastSeen = time.Now()
 		return ps, true
 	}
-	ps := p.newSessionLocked(id, "", upstream, acc, dataset)
+	ps := p.newSessionLocked(id, "", upstream, acc, dataset, sk)
 	p.sessions[id] = ps
 	return ps, true
 }
 
-func (p *Proxy) newSessionLocked(id, upstreamID, upstream string, acc *Access, dataset string) *proxySession {
+func (p *Proxy) newSessionLocked(id, upstreamID, upstream string, acc *Access, dataset, sessKey string) *proxySession {
 	g := &Guard{FailOpen: p.cfg.FailOpen, Rules: append([]*Rule(nil), p.cfg.GlobalRules...)}
 	if acc.Guard != nil {
 		g.Rules = append(g.Rules, acc.Guard.Rules...)
@@ -379,7 +388,7 @@ func (p *Proxy) newSessionLocked(id, upstreamID, upstream string, acc *Access, d
 		host = u.Host + u.Path
 	}
 	opt := Options{SessionID: id, Upstream: host, Transport: "streamable-http", Store: acc.Store, Guard: g,
-		RugPullAction: p.cfg.RugPullAction, FailureFormat: p.cfg.FailureFormat, Logger: p.log}
+		RugPullAction: p.cfg.RugPullAction, FailureFormat: p.cfg.FailureFormat, Logger: p.log, SessionKey: sessKey}
 	if acc.Store != nil {
 		opt.Dataset = dataset
 	}
@@ -699,4 +708,17 @@ func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, body io.Rea
 			return
 		}
 	}
+}
+
+// validSessionKey reports whether v is 1–128 printable ASCII characters.
+func validSessionKey(v string) bool {
+	if len(v) == 0 || len(v) > 128 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }

@@ -281,3 +281,51 @@ func TestHTTPProxyStatelessUpstream(t *testing.T) {
 		t.Fatalf("traces = %d; session_id %v, want %s", len(trs), trs[0].ExtraMetadata["session_id"], cs.ID())
 	}
 }
+
+// TestHTTPProxySharedSessionTrace: MCP sessions carrying the same
+// Invariant-Session key as the agent's LLM calls record into the trace
+// the gateway keeps for that key ("h:<value>").
+func TestHTTPProxySharedSessionTrace(t *testing.T) {
+	b := newBackend(t)
+	up := newUpstream(t, nil)
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}})
+	defer p.Close(context.Background())
+	mountProxy(b, p)
+	// The LLM side of the agent session, recorded first (as the gateway does).
+	caller, err := b.srv.AuthenticateKey(context.Background(), adminKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm, err := b.srv.RecordMCPTrace(context.Background(), caller, "agents", "h:agent-7", map[string]any{"via_gateway": true},
+		[]byte(`[{"role":"user","content":"list the files"},{"role":"assistant","content":"calling the tool"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{"Invariant-Api-Key": {adminKey}, "Mcp-Server-Base-Url": {up.URL}, "Invariant-Session": {"agent-7"}}
+	for range 2 {
+		cs := connectHTTP(t, b.URL+"/api/v1/gateway/agents/mcp/streamable", h, "2025-11-25")
+		if _, _, err := callText(t, cs, "echo", map[string]any{"text": "x"}); err != nil {
+			t.Fatal(err)
+		}
+		cs.Close()
+	}
+	p.Close(context.Background())
+	trs := b.traces(t, "agents")
+	if len(trs) != 1 || trs[0].ID != llm {
+		t.Fatalf("%d traces, want the LLM trace %s only", len(trs), llm)
+	}
+	if n := len(trs[0].Messages); n != 2+4 {
+		t.Errorf("%d events, want the 2 LLM events and 2 calls with results", n)
+	}
+	// A bad session key is refused.
+	req, _ := http.NewRequest("POST", b.URL+"/api/v1/gateway/agents/mcp/streamable", strings.NewReader(`{}`))
+	req.Header.Set("Invariant-Session", strings.Repeat("x", 129))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("long session key: %d, want 400", resp.StatusCode)
+	}
+}

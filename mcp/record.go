@@ -20,8 +20,12 @@ type Store interface {
 	// (explorer-api §13); traceID "" writes no findings.
 	ObservePins(ctx context.Context, server, traceID string, tools []json.RawMessage, complete bool) ([]client.MCPPinVerdict, error)
 	// CreateTrace pushes a new trace with its first events and metadata
-	// into dataset and returns its id.
-	CreateTrace(ctx context.Context, dataset string, meta map[string]any, events []json.RawMessage) (string, error)
+	// into dataset and returns its id; sessionKey ("" = none) is stored
+	// as its session key where the store supports it.
+	CreateTrace(ctx context.Context, dataset, sessionKey string, meta map[string]any, events []json.RawMessage) (string, error)
+	// SessionTrace finds the open trace of dataset with sessionKey ("" =
+	// none, or not supported).
+	SessionTrace(ctx context.Context, dataset, sessionKey string) (string, error)
 	// AppendEvents appends events to a trace.
 	AppendEvents(ctx context.Context, traceID string, events []json.RawMessage) error
 	// PutSession upserts the session record.
@@ -35,6 +39,7 @@ type Store interface {
 type recorder struct {
 	st      Store
 	dataset string
+	key     string // the session key shared with the LLM gateway, or ""
 	log     *slog.Logger
 	meta    func() map[string]any
 	onTrace func(traceID string)
@@ -49,8 +54,8 @@ type recorder struct {
 	failed  int
 }
 
-func newRecorder(st Store, dataset string, log *slog.Logger, meta func() map[string]any, onTrace func(string)) *recorder {
-	r := &recorder{st: st, dataset: dataset, log: log, meta: meta, onTrace: onTrace, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newRecorder(st Store, dataset, key string, log *slog.Logger, meta func() map[string]any, onTrace func(string)) *recorder {
+	r := &recorder{st: st, dataset: dataset, key: key, log: log, meta: meta, onTrace: onTrace, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go r.loop()
 	return r
 }
@@ -143,9 +148,21 @@ func (r *recorder) write(batch []json.RawMessage) {
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var err error
+		if r.traceID == "" && r.key != "" {
+			// A trace of the same session key (the agent's LLM calls
+			// through the gateway) takes the MCP events too.
+			if id, ferr := r.st.SessionTrace(ctx, r.dataset, r.key); ferr == nil && id != "" {
+				r.mu.Lock()
+				r.traceID = id
+				r.mu.Unlock()
+				if r.onTrace != nil {
+					r.onTrace(id)
+				}
+			}
+		}
 		if r.traceID == "" {
 			var id string
-			id, err = r.st.CreateTrace(ctx, r.dataset, r.meta(), batch)
+			id, err = r.st.CreateTrace(ctx, r.dataset, r.key, r.meta(), batch)
 			if err == nil {
 				r.mu.Lock()
 				r.traceID = id

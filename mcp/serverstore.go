@@ -77,8 +77,12 @@ func (ss serverStore) ObservePins(ctx context.Context, srv, traceID string, tool
 	return out, err
 }
 
-func (ss serverStore) CreateTrace(ctx context.Context, dataset string, meta map[string]any, events []json.RawMessage) (string, error) {
-	return ss.s.RecordMCPTrace(ctx, ss.c, dataset, meta, joinEvents(events))
+func (ss serverStore) CreateTrace(ctx context.Context, dataset, sessionKey string, meta map[string]any, events []json.RawMessage) (string, error) {
+	return ss.s.RecordMCPTrace(ctx, ss.c, dataset, sessionKey, meta, joinEvents(events))
+}
+
+func (ss serverStore) SessionTrace(ctx context.Context, dataset, sessionKey string) (string, error) {
+	return ss.s.MCPSessionTrace(ctx, ss.c, dataset, sessionKey)
 }
 
 func (ss serverStore) AppendEvents(ctx context.Context, traceID string, events []json.RawMessage) error {

@@ -29,6 +29,10 @@ type Options struct {
 	Transport string
 	// Dataset records the session into this dataset; "" records nothing.
 	Dataset string
+	// SessionKey ("h:<Invariant-Session value>", "" = none) makes the
+	// session record into the open trace of the dataset with that key,
+	// such as the one the LLM gateway keeps for the same agent session.
+	SessionKey string
 	// Store judges pins and records; nil disables both.
 	Store Store
 	// Guard holds the blocking rules; nil applies none.
@@ -105,7 +109,7 @@ func NewSession(opt Options) *Session {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if opt.Store != nil && opt.Dataset != "" {
-		s.rec = newRecorder(opt.Store, opt.Dataset, s.log, s.traceMetadata, s.traceCreated)
+		s.rec = newRecorder(opt.Store, opt.Dataset, opt.SessionKey, s.log, s.traceMetadata, s.traceCreated)
 	}
 	s.guarded = opt.Guard != nil && (len(opt.Guard.Rules) > 0 || opt.Guard.Unavailable != "")
 	s.inert = !s.guarded && s.rec == nil

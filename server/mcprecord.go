@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/vigilhq/vigil/ingest"
 	"github.com/vigilhq/vigil/store"
@@ -17,8 +18,10 @@ import (
 
 // RecordMCPTrace pushes a new trace of events (a JSON array) with
 // metadata into the caller's dataset (created when missing) and returns
-// its id.
-func (s *Server) RecordMCPTrace(ctx context.Context, c *Caller, dataset string, meta map[string]any, events []byte) (string, error) {
+// its id. sessionKey ("" = none) is the trace's session key, which
+// MCPSessionTrace finds again (spec: "h:<Invariant-Session value>", the
+// key the LLM gateway gives header sessions, so both share a trace).
+func (s *Server) RecordMCPTrace(ctx context.Context, c *Caller, dataset, sessionKey string, meta map[string]any, events []byte) (string, error) {
 	if c == nil || !c.CanIngest() {
 		return "", apiErr(403, CodeForbidden, "forbidden")
 	}
@@ -32,7 +35,7 @@ func (s *Server) RecordMCPTrace(ctx context.Context, c *Caller, dataset string, 
 	if err != nil {
 		return "", err
 	}
-	nt := store.NewTrace{ID: id, TimeCreated: now, KeyID: c.Key.ID, Messages: pe.Messages}
+	nt := store.NewTrace{ID: id, TimeCreated: now, KeyID: c.Key.ID, Messages: pe.Messages, SessionKey: sessionKey}
 	if meta != nil {
 		raw, err := json.Marshal(meta)
 		if err != nil {
@@ -78,6 +81,33 @@ func (s *Server) AppendMCPEvents(ctx context.Context, c *Caller, traceID string,
 	}
 	s.metrics.Add("vigil_ingest_messages_total", uint64(len(res.Messages)), "mcp")
 	return nil
+}
+
+// MCPSessionTrace returns the id of the caller's most recent unfinished
+// trace in dataset with that session key, or "" when there is none.
+func (s *Server) MCPSessionTrace(ctx context.Context, c *Caller, dataset, sessionKey string) (string, error) {
+	if c == nil || sessionKey == "" {
+		return "", nil
+	}
+	d, err := s.st.GetDatasetByName(ctx, c.User.ID, dataset)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	ts, err := s.st.ListTraces(ctx, store.TraceFilter{DatasetID: d.ID, OwnerID: c.User.ID, SessionKey: sessionKey})
+	if err != nil {
+		return "", err
+	}
+	best := ""
+	var at time.Time
+	for _, t := range ts {
+		if t.EndedAt == nil && (best == "" || t.TimeLastPushed.After(at)) {
+			best, at = t.ID, t.TimeLastPushed
+		}
+	}
+	return best, nil
 }
 
 // MCPGuardrails returns the enabled guardrails of the caller's dataset
