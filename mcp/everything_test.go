@@ -159,6 +159,18 @@ func everythingServer() *sdk.Server {
 		return text("Reconnection test completed successfully"), nil
 	})
 
+	tool("test_roots", "Lists the client's roots", nil, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		res, err := req.Session.ListRoots(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("roots: %w", err)
+		}
+		var uris []string
+		for _, r := range res.Roots {
+			uris = append(uris, r.URI)
+		}
+		return text("roots: " + strings.Join(uris, ",")), nil
+	})
+
 	// Resources.
 	s.AddResource(&sdk.Resource{URI: "test://static-text", Name: "static-text", Description: "A static text resource", MIMEType: "text/plain"},
 		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {

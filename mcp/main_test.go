@@ -87,6 +87,9 @@ func runTestServer() int {
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "testsrv", Version: "1.0.0"}, &sdk.ServerOptions{Instructions: os.Getenv("VIGIL_MCP_INSTR")})
 	testTools(s, os.Getenv)
+	if os.Getenv("VIGIL_MCP_EVERYTHING") != "" {
+		s = everythingServer()
+	}
 	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "test server:", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -523,4 +524,118 @@ func TestStdioInstructionsPinned(t *testing.T) {
 		t.Errorf("tools after approval: %v", tools)
 	}
 	w.close(t)
+}
+
+// TestStdioServerToClient: sampling, elicitation, roots, progress and
+// logging pass through the wrapper both ways, with guardrails on.
+func TestStdioServerToClient(t *testing.T) {
+	exe, _ := os.Executable()
+	cr, cw := io.Pipe()
+	wr, ww := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code, _ := mcp.RunStdio(context.Background(), mcp.StdioConfig{Command: []string{exe, "-test.run=^$"}, Session: mcp.Options{Guard: guard(t, argRule)},
+			Stdin: cr, Stdout: ww, Stderr: io.Discard, Env: serverEnv("VIGIL_MCP_EVERYTHING=1"), Grace: time.Second, NoSignals: true})
+		ww.Close()
+		done <- code
+	}()
+	var mu sync.Mutex
+	var logs []string
+	var progress []float64
+	c := sdk.NewClient(&sdk.Implementation{Name: "s2c", Version: "1"}, &sdk.ClientOptions{
+		CreateMessageHandler: func(ctx context.Context, req *sdk.CreateMessageRequest) (*sdk.CreateMessageResult, error) {
+			return &sdk.CreateMessageResult{Role: "assistant", Model: "m", Content: &sdk.TextContent{Text: "sampled"}}, nil
+		},
+		ElicitationHandler: func(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"username": "u", "email": "e@x"}}, nil
+		},
+		LoggingMessageHandler: func(ctx context.Context, req *sdk.LoggingMessageRequest) {
+			mu.Lock()
+			logs = append(logs, fmt.Sprint(req.Params.Data))
+			mu.Unlock()
+		},
+		ProgressNotificationHandler: func(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, req.Params.Progress)
+			mu.Unlock()
+		},
+	})
+	c.AddRoots(&sdk.Root{URI: "file:///work", Name: "work"})
+	ctx := context.Background()
+	cs, err := c.Connect(ctx, &sdk.IOTransport{Reader: wr, Writer: cw}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ tool, want string }{
+		{"test_sampling", "LLM response: sampled"},
+		{"test_elicitation", `"username":"u"`},
+		{"test_roots", "roots: file:///work"},
+		{"test_tool_with_logging", "executed successfully"},
+	}
+	for _, tt := range tests {
+		if text, _, err := callText(t, cs, tt.tool, map[string]any{"prompt": "p", "message": "m"}); err != nil || !strings.Contains(text, tt.want) {
+			t.Errorf("%s: %q, %v; want %q", tt.tool, text, err, tt.want)
+		}
+	}
+	params := &sdk.CallToolParams{Name: "test_tool_with_progress", Arguments: map[string]any{}}
+	params.SetProgressToken("tok-1")
+	if _, err := cs.CallTool(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	if len(logs) != 3 || len(progress) != 3 || progress[2] != 100 {
+		t.Errorf("logs %v, progress %v; want 3 of each", logs, progress)
+	}
+	mu.Unlock()
+	cs.Close()
+	<-done
+}
+
+// TestStdioBatch: a batch of an older revision is split; the blocked
+// element is answered by Vigil, the rest reaches the server as a batch.
+func TestStdioBatch(t *testing.T) {
+	exe, _ := os.Executable()
+	cr, cw := io.Pipe()
+	wr, ww := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code, _ := mcp.RunStdio(context.Background(), mcp.StdioConfig{Command: []string{exe, "-test.run=^$"}, Session: mcp.Options{Guard: guard(t, argRule)},
+			Stdin: cr, Stdout: ww, Stderr: io.Discard, Env: serverEnv(), Grace: time.Second, NoSignals: true})
+		ww.Close()
+		done <- code
+	}()
+	rd := bufio.NewReader(wr)
+	send := func(line string) {
+		if _, err := io.WriteString(cw, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() string {
+		b, err := rd.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}`)
+	read()
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`[{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":"forbidden"}}},{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"echo","arguments":{"text":"ok"}}},{"jsonrpc":"2.0","id":12,"method":"ping"}]`)
+	first, second := read(), read()
+	var blocked, rest []map[string]any
+	if err := json.Unmarshal([]byte(first), &blocked); err != nil || len(blocked) != 1 || blocked[0]["id"] != float64(10) || blocked[0]["error"] == nil {
+		t.Errorf("Vigil's answer %s, want a batch with the block of id 10", first)
+	}
+	if err := json.Unmarshal([]byte(second), &rest); err != nil || len(rest) != 2 {
+		t.Fatalf("server's answer %s, want a batch of 2", second)
+	}
+	if rest[0]["id"] != float64(11) || rest[1]["id"] != float64(12) || !strings.Contains(second, "echo: ok") {
+		t.Errorf("server's answer %s, want ids 11 then 12", second)
+	}
+	cw.Close()
+	<-done
 }
