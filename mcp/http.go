@@ -83,8 +83,9 @@ type Proxy struct {
 	hc      *http.Client
 	servers map[string]ServerConfig
 
-	mu       sync.Mutex
-	sessions map[string]*proxySession
+	mu        sync.Mutex
+	sessions  map[string]*proxySession
+	lastSweep time.Time
 }
 
 // proxySession is a session as the proxy knows it.
@@ -377,7 +378,31 @@ func (p *Proxy) session(r *http.Request, upstream string, acc *Access, dataset s
 	return ps, true
 }
 
+// sessionIdle is how long a proxy session may go unused before the proxy
+// ends it (its records are flushed; a later request with its id
+// re-attaches to its trace).
+const sessionIdle = 30 * time.Minute
+
+// sweepLocked ends the sessions idle for longer than sessionIdle.
+func (p *Proxy) sweepLocked() {
+	now := time.Now()
+	for id, ps := range p.sessions {
+		if now.Sub(ps.lastSeen) > sessionIdle {
+			delete(p.sessions, id)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				ps.sess.Close(ctx)
+				cancel()
+			}()
+		}
+	}
+}
+
 func (p *Proxy) newSessionLocked(id, upstreamID, upstream string, acc *Access, dataset, sessKey string) *proxySession {
+	if time.Since(p.lastSweep) > time.Minute {
+		p.lastSweep = time.Now()
+		p.sweepLocked()
+	}
 	g := &Guard{FailOpen: p.cfg.FailOpen, Rules: append([]*Rule(nil), p.cfg.GlobalRules...)}
 	if acc.Guard != nil {
 		g.Rules = append(g.Rules, acc.Guard.Rules...)

@@ -329,3 +329,46 @@ func TestHTTPProxySharedSessionTrace(t *testing.T) {
 		t.Errorf("long session key: %d, want 400", resp.StatusCode)
 	}
 }
+
+// swappable serves the current proxy, so a test can restart it.
+type swappable struct {
+	mu sync.Mutex
+	p  *mcp.Proxy
+}
+
+func (s *swappable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	p := s.p
+	s.mu.Unlock()
+	p.ServeHTTP(w, r)
+}
+
+// TestHTTPProxyRestart: a proxy restarted under a live upstream session
+// re-attaches it to the same trace.
+func TestHTTPProxyRestart(t *testing.T) {
+	b := newBackend(t)
+	up := newUpstream(t, nil)
+	cfg := mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}}
+	sw := &swappable{p: mcp.NewProxy(cfg)}
+	for _, m := range []string{"POST", "GET", "DELETE"} {
+		b.srv.Mount(m+" /api/v1/gateway/{dataset}/mcp/{server}", sw)
+	}
+	h := http.Header{"Invariant-Api-Key": {adminKey}, "Mcp-Server-Base-Url": {up.URL}}
+	cs := connectHTTP(t, b.URL+"/api/v1/gateway/rs/mcp/streamable", h, "2025-11-25")
+	if _, _, err := callText(t, cs, "echo", map[string]any{"text": "before"}); err != nil {
+		t.Fatal(err)
+	}
+	sw.p.Close(context.Background())
+	sw.mu.Lock()
+	sw.p = mcp.NewProxy(cfg)
+	sw.mu.Unlock()
+	if text, _, err := callText(t, cs, "echo", map[string]any{"text": "after"}); err != nil || text != "echo: after" {
+		t.Fatalf("call after the restart: %q, %v", text, err)
+	}
+	cs.Close()
+	sw.p.Close(context.Background())
+	trs := b.traces(t, "rs")
+	if len(trs) != 1 || len(trs[0].Messages) != 4 {
+		t.Fatalf("%d traces (%v), want one with both calls", len(trs), trs)
+	}
+}

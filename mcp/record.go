@@ -39,7 +39,7 @@ type Store interface {
 type recorder struct {
 	st      Store
 	dataset string
-	key     string // the session key shared with the LLM gateway, or ""
+	key     func() string // the trace's session key
 	log     *slog.Logger
 	meta    func() map[string]any
 	onTrace func(traceID string)
@@ -54,7 +54,7 @@ type recorder struct {
 	failed  int
 }
 
-func newRecorder(st Store, dataset, key string, log *slog.Logger, meta func() map[string]any, onTrace func(string)) *recorder {
+func newRecorder(st Store, dataset string, key func() string, log *slog.Logger, meta func() map[string]any, onTrace func(string)) *recorder {
 	r := &recorder{st: st, dataset: dataset, key: key, log: log, meta: meta, onTrace: onTrace, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go r.loop()
 	return r
@@ -148,10 +148,12 @@ func (r *recorder) write(batch []json.RawMessage) {
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var err error
-		if r.traceID == "" && r.key != "" {
+		key := r.key()
+		if r.traceID == "" {
 			// A trace of the same session key (the agent's LLM calls
-			// through the gateway) takes the MCP events too.
-			if id, ferr := r.st.SessionTrace(ctx, r.dataset, r.key); ferr == nil && id != "" {
+			// through the gateway, or this session before a restart)
+			// takes the events.
+			if id, ferr := r.st.SessionTrace(ctx, r.dataset, key); ferr == nil && id != "" {
 				r.mu.Lock()
 				r.traceID = id
 				r.mu.Unlock()
@@ -162,7 +164,7 @@ func (r *recorder) write(batch []json.RawMessage) {
 		}
 		if r.traceID == "" {
 			var id string
-			id, err = r.st.CreateTrace(ctx, r.dataset, r.key, r.meta(), batch)
+			id, err = r.st.CreateTrace(ctx, r.dataset, key, r.meta(), batch)
 			if err == nil {
 				r.mu.Lock()
 				r.traceID = id

@@ -29,9 +29,11 @@ type Options struct {
 	Transport string
 	// Dataset records the session into this dataset; "" records nothing.
 	Dataset string
-	// SessionKey ("h:<Invariant-Session value>", "" = none) makes the
-	// session record into the open trace of the dataset with that key,
-	// such as the one the LLM gateway keeps for the same agent session.
+	// SessionKey ("h:<Invariant-Session value>") makes the session
+	// record into the open trace of the dataset with that key, such as
+	// the one the LLM gateway keeps for the same agent session. "" means
+	// "m:<session id>", which a proxy restarted under a live session
+	// finds again.
 	SessionKey string
 	// Store judges pins and records; nil disables both.
 	Store Store
@@ -109,7 +111,7 @@ func NewSession(opt Options) *Session {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if opt.Store != nil && opt.Dataset != "" {
-		s.rec = newRecorder(opt.Store, opt.Dataset, opt.SessionKey, s.log, s.traceMetadata, s.traceCreated)
+		s.rec = newRecorder(opt.Store, opt.Dataset, s.sessionKey, s.log, s.traceMetadata, s.traceCreated)
 	}
 	s.guarded = opt.Guard != nil && (len(opt.Guard.Rules) > 0 || opt.Guard.Unavailable != "")
 	s.inert = !s.guarded && s.rec == nil
@@ -121,6 +123,13 @@ func (s *Session) ID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.opt.SessionID
+}
+
+func (s *Session) sessionKey() string {
+	if s.opt.SessionKey != "" {
+		return s.opt.SessionKey
+	}
+	return "m:" + s.ID()
 }
 
 // setID renames the session before its trace exists (the proxy learns
