@@ -264,9 +264,10 @@ func (s *Server) ObserveMCPTools(ctx context.Context, ownerID string, obs MCPObs
 	if err != nil {
 		return nil, fmt.Errorf("observe MCP tools of %s: %w", obs.Server, err)
 	}
-	if obs.TraceID == "" {
+	if obs.TraceID == "" || len(findings) == 0 {
 		return verdicts, nil
 	}
+	cites := s.toolsListCitation(ctx, obs.TraceID)
 	for _, f := range findings {
 		ctxObj := map[string]any{"observation": f.obs, "server": obs.Server, "tool": f.tool, "hash": f.hash, "location": "tools_list"}
 		if len(f.fields) > 0 {
@@ -279,14 +280,46 @@ func (s *Server) ObserveMCPTools(ctx context.Context, ownerID string, obs MCPObs
 		sf := &store.Finding{
 			RunID: obs.TraceID, OwnerID: ownerID, MonitorID: MCPPinMonitor, Monitor: MCPPinMonitor,
 			Key:   f.obs + ":" + obs.Server + "/" + f.tool + ":" + f.hash,
-			Title: mcpPinTitle(f.obs, obs.Server, f.tool), Severity: f.severity, Context: cj,
-			CreatedAt: now, UpdatedAt: now,
+			Title: mcpPinTitle(f.obs, obs.Server, f.tool), Severity: f.severity, Context: cj, Citations: cites.json,
+			NodeID: cites.node, CreatedAt: now, UpdatedAt: now,
 		}
 		if _, _, err := s.st.UpsertFinding(ctx, sf); err != nil {
 			return verdicts, fmt.Errorf("store %s finding of trace %s: %w", f.obs, obs.TraceID, err)
 		}
 	}
 	return verdicts, nil
+}
+
+type citation struct {
+	json json.RawMessage
+	node string
+}
+
+// toolsListCitation cites the trace's latest tools/list output event
+// (a tool event with a "tools" key), where pinning findings are shown;
+// none when the trace has no such event.
+func (s *Server) toolsListCitation(ctx context.Context, traceID string) citation {
+	t, err := s.st.GetTrace(ctx, traceID, true)
+	if err != nil {
+		return citation{}
+	}
+	for i := len(t.Messages) - 1; i >= 0; i-- {
+		var m struct {
+			Role  string          `json:"role"`
+			Tools json.RawMessage `json:"tools"`
+		}
+		if json.Unmarshal(t.Messages[i].Data, &m) != nil || m.Role != "tool" || len(m.Tools) == 0 {
+			continue
+		}
+		var node any
+		c := citation{}
+		if len(t.Messages[i].NodeIDs) > 0 {
+			node, c.node = t.Messages[i].NodeIDs[0], t.Messages[i].NodeIDs[0]
+		}
+		c.json, _ = json.Marshal([]any{map[string]any{"nodeId": node, "address": fmt.Sprintf("messages.%d", t.Messages[i].Index)}})
+		return c
+	}
+	return citation{}
 }
 
 // mcpPinTitle is the content of a pinning finding.

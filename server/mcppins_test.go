@@ -202,3 +202,43 @@ func TestMCPSessionsAPI(t *testing.T) {
 		t.Errorf("client = %s", list[0].Client)
 	}
 }
+
+// TestMCPPinFindingAnnotation: a pinning finding is served as an mcp-pin
+// annotation on the trace's tools/list output event.
+func TestMCPPinFindingAnnotation(t *testing.T) {
+	ts := newTestServer(t, openSQLite(t))
+	ctx := context.Background()
+	list := map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "[]", "tools": []any{}}
+	res, err := ts.c.Push(ctx, client.PushRequest{Dataset: "mcp", Messages: [][]any{{
+		map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "tools/list", "arguments": map[string]any{}}}}},
+		list}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.ID[0]
+	if _, err := ts.c.ObserveMCPTools(ctx, "fs", id, []json.RawMessage{tool("read", "Read")}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.c.ObserveMCPTools(ctx, "fs", id, []json.RawMessage{tool("read", "Read everything")}, true); err != nil {
+		t.Fatal(err)
+	}
+	anns, err := ts.c.Annotations(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, a := range anns {
+		if a.ExtraMetadata["source"] == "mcp-pin" {
+			found = true
+			if a.Address != "messages[1]" && a.Address != "messages.1" {
+				t.Errorf("mcp-pin annotation at %q, want the tools/list output (messages.1)", a.Address)
+			}
+			if a.Content != "Tool definition changed since approval (rug pull): fs/read" {
+				t.Errorf("content %q", a.Content)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no mcp-pin annotation: %+v", anns)
+	}
+}
