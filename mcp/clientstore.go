@@ -5,19 +5,86 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/server"
 )
 
 // ClientStore is the Store of the stdio wrapper: the server's HTTP API
 // through package client (push, append, pins/observe, sessions).
 type ClientStore struct {
 	C *client.Client
+	// CacheDir ("" = none) keeps the approved fingerprints of each server
+	// seen, so that pin checks go on from the cache while the server is
+	// unreachable: a known tool with another fingerprint is still held.
+	CacheDir string
 }
 
 // ObservePins implements Store.
 func (cs ClientStore) ObservePins(ctx context.Context, server, traceID string, tools []json.RawMessage, complete bool) ([]client.MCPPinVerdict, error) {
-	return cs.C.ObserveMCPTools(ctx, server, traceID, tools, complete)
+	vs, err := cs.C.ObserveMCPTools(ctx, server, traceID, tools, complete)
+	if cs.CacheDir == "" {
+		return vs, err
+	}
+	path := filepath.Join(cs.CacheDir, "pins-"+cacheName(server)+".json")
+	cache := map[string]string{}
+	if b, rerr := os.ReadFile(path); rerr == nil {
+		_ = json.Unmarshal(b, &cache)
+	}
+	if err != nil {
+		var api *client.APIError
+		if errors.As(err, &api) || len(cache) == 0 {
+			return nil, err // the server answered, or nothing is cached
+		}
+		return cachedVerdicts(cache, tools), nil
+	}
+	for _, v := range vs {
+		if v.Approved && v.Observation != "removed" {
+			cache[v.Tool] = v.Hash
+		}
+	}
+	if b, merr := json.Marshal(cache); merr == nil && os.MkdirAll(cs.CacheDir, 0o700) == nil {
+		tmp := path + ".tmp"
+		if os.WriteFile(tmp, b, 0o600) == nil {
+			_ = os.Rename(tmp, path)
+		}
+	}
+	return vs, nil
+}
+
+// cachedVerdicts judges tools against cached approved fingerprints: a
+// tool with another fingerprint is changed (not approved), an unknown
+// one added.
+func cachedVerdicts(cache map[string]string, tools []json.RawMessage) []client.MCPPinVerdict {
+	var out []client.MCPPinVerdict
+	for _, t := range tools {
+		hash, name, err := server.MCPToolFingerprint(t)
+		if err != nil {
+			continue
+		}
+		v := client.MCPPinVerdict{Tool: name, Hash: hash, Approved: true, Observation: "added"}
+		if old, ok := cache[name]; ok {
+			v.Observation = "same"
+			if old != hash {
+				v.Observation, v.Approved, v.Fields = "changed", false, []string{"unknown: the Vigil server is unreachable"}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// cacheName makes a server identity safe as a file name.
+func cacheName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 // SessionTrace implements Store: the push API has no session keys, so a

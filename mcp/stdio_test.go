@@ -639,3 +639,20 @@ func TestStdioBatch(t *testing.T) {
 	cw.Close()
 	<-done
 }
+
+// TestStdioPinCacheWhenUnreachable: with the Vigil server down, the
+// wrapper judges pins from its cache, so a rug pull is still held.
+func TestStdioPinCacheWhenUnreachable(t *testing.T) {
+	b := newBackend(t)
+	cache := t.TempDir()
+	w := startWrapped(t, mcp.Options{Store: mcp.ClientStore{C: b.c, CacheDir: cache}}, "2025-11-25")
+	toolNames(t, w.cs)
+	w.close(t)
+	down := client.New("http://127.0.0.1:1", adminKey, client.WithRetries(0))
+	w = startWrapped(t, mcp.Options{Store: mcp.ClientStore{C: down, CacheDir: cache}}, "2025-11-25", "VIGIL_MCP_DESC=v2")
+	tools := toolNames(t, w.cs)
+	if tools["blocked_echo"] == nil || tools["secret"] == nil {
+		t.Fatalf("tools with the server down: %v, want echo held from the cache", tools)
+	}
+	w.close(t)
+}

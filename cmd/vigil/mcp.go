@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,6 +111,7 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	failFormat := fs.String("failure-response-format", "error", "a blocked call's answer: error (JSON-RPC error) or content (an isError tool result)")
 	rugPull := fs.String("rug-pull-action", "block", "a tool whose definition changed since approval: block (replace it by a stub) or log")
 	logFile := fs.String("log-file", "", "log `FILE` (default ~/.vigil/logs/mcp.log)")
+	cacheDir := fs.String("cache-dir", defaultMCPCacheDir(), "`DIR` keeping the last rules and approved pins, used while the server is unreachable")
 	verbose := fs.Bool("verbose", false, "log to stderr too")
 	if _, err := parseFlags(fs, own); err != nil {
 		return err
@@ -148,12 +151,12 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitCode(2, "mcp run: "+err.Error())
 	}
 	if sf.key != "" || client.EnvKey() != "" {
-		opt.Store = mcp.ClientStore{C: c}
+		opt.Store = mcp.ClientStore{C: c, CacheDir: *cacheDir}
 		if *dataset != "" && !*noPush {
 			opt.Dataset = *dataset
 		}
 		if *dataset != "" {
-			rules, err := fetchMCPRules(ctx, c, *dataset)
+			rules, err := fetchMCPRules(ctx, c, *dataset, *cacheDir)
 			if err != nil {
 				log.Warn("mcp: dataset guardrails unavailable", "dataset", *dataset, "err", err)
 				guard.Unavailable = "guardrails unavailable"
@@ -173,25 +176,51 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return nil
 }
 
+func defaultMCPCacheDir() string {
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".vigil", "cache")
+	}
+	return ""
+}
+
 // fetchMCPRules loads the enabled guardrails of the caller's dataset
-// that apply to MCP (3 s timeout, spec/gateway.md §9.3).
-func fetchMCPRules(ctx context.Context, c *client.Client, dataset string) ([]*mcp.Rule, error) {
+// that apply to MCP (3 s timeout), keeping a copy in cacheDir that is
+// used when the server cannot be reached.
+func fetchMCPRules(ctx context.Context, c *client.Client, dataset, cacheDir string) ([]*mcp.Rule, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
+	cache := ""
+	if cacheDir != "" {
+		h := sha256.Sum256([]byte(c.BaseURL()))
+		cache = filepath.Join(cacheDir, "rules-"+hex.EncodeToString(h[:6])+"-"+dataset+".json")
+	}
+	var policies []client.Guardrail
 	id, err := c.Identity(ctx)
-	if err != nil {
-		return nil, err
+	var list *client.GuardrailList
+	if err == nil {
+		list, err = c.Guardrails(ctx, id.Username, dataset, client.GuardrailFilter{Kind: "mcp"})
 	}
-	list, err := c.Guardrails(ctx, id.Username, dataset, client.GuardrailFilter{Kind: "mcp"})
 	var ae *client.APIError
-	if errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 403) {
-		return nil, nil // no such dataset yet: no rules
-	}
-	if err != nil {
+	switch {
+	case errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 403):
+		// No such dataset yet: no rules.
+	case err != nil && ae == nil && cache != "":
+		b, rerr := os.ReadFile(cache)
+		if rerr != nil || json.Unmarshal(b, &policies) != nil {
+			return nil, err
+		}
+	case err != nil:
 		return nil, err
+	default:
+		policies = list.Policies
+		if cache != "" {
+			if b, merr := json.Marshal(policies); merr == nil && os.MkdirAll(cacheDir, 0o700) == nil {
+				_ = os.WriteFile(cache, b, 0o600)
+			}
+		}
 	}
 	var out []*mcp.Rule
-	for _, g := range list.Policies {
+	for _, g := range policies {
 		if !g.Enabled {
 			continue
 		}

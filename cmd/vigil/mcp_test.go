@@ -44,10 +44,11 @@ func mcpRun(t *testing.T, args ...string) (tools []string, echo string, echoErr 
 	}
 	cr, cw := io.Pipe()
 	wr, ww := io.Pipe()
+	cacheDir := t.TempDir()
 	var errBuf strings.Builder
 	done := make(chan int, 1)
 	go func() {
-		c := run(context.Background(), append(append([]string{"mcp", "run"}, args...), "--", exe, "-test.run=^$"), cr, ww, &errBuf)
+		c := run(context.Background(), append(append([]string{"mcp", "run", "--cache-dir", cacheDir}, args...), "--", exe, "-test.run=^$"), cr, ww, &errBuf)
 		ww.Close()
 		done <- c
 	}()
