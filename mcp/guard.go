@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"sync"
 	"strings"
 	"time"
 
@@ -73,7 +74,10 @@ type GuardError struct {
 // the dataset's guardrails on every stored event without delaying the
 // session (spec/gateway.md §6.5).
 type Guard struct {
+	// Rules are the rules at start; SetRules replaces them while
+	// sessions run.
 	Rules []*Rule
+	mu    sync.RWMutex
 	// FailOpen continues when an evaluation fails; the default (false)
 	// blocks with "Vigil: guardrail evaluation failed: <reason>".
 	FailOpen bool
@@ -84,11 +88,21 @@ type Guard struct {
 	Unavailable string
 }
 
+// SetRules replaces the rules (a changed dataset ruleset) and clears
+// Unavailable: later checks of every session use them.
+func (g *Guard) SetRules(rules []*Rule) {
+	g.mu.Lock()
+	g.Rules, g.Unavailable = rules, ""
+	g.mu.Unlock()
+}
+
 // blocking returns the blocking rules that apply to the names.
 func (g *Guard) blocking(server, client string) []*Rule {
 	if g == nil {
 		return nil
 	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	var out []*Rule
 	for _, r := range g.Rules {
 		if r.Action == "block" && r.applies(server, client) {
@@ -112,8 +126,11 @@ func (g *Guard) check(ctx context.Context, rules []*Rule, past, pending []json.R
 		return []GuardError{{Key: "vigil-eval-failure", Args: []any{"Vigil: guardrail evaluation failed: " + reason}, Kwargs: json.RawMessage("{}"), Ranges: []string{},
 			Guardrail: map[string]any{"id": "vigil-gateway", "name": "guardrail evaluation", "content": "", "action": "block", "version": 0}}}
 	}
-	if g.Unavailable != "" {
-		return fail(g.Unavailable)
+	g.mu.RLock()
+	unavailable := g.Unavailable
+	g.mu.RUnlock()
+	if unavailable != "" {
+		return fail(unavailable)
 	}
 	if len(rules) == 0 {
 		return nil

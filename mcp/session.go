@@ -113,7 +113,7 @@ func NewSession(opt Options) *Session {
 	if opt.Store != nil && opt.Dataset != "" {
 		s.rec = newRecorder(opt.Store, opt.Dataset, s.sessionKey, s.log, s.traceMetadata, s.traceCreated)
 	}
-	s.guarded = opt.Guard != nil && (len(opt.Guard.Rules) > 0 || opt.Guard.Unavailable != "")
+	s.guarded = opt.Guard != nil
 	s.inert = !s.guarded && s.rec == nil
 	return s
 }

@@ -156,12 +156,16 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			opt.Dataset = *dataset
 		}
 		if *dataset != "" {
+			fileRules := guard.Rules
 			rules, err := fetchMCPRules(ctx, c, *dataset, *cacheDir)
 			if err != nil {
 				log.Warn("mcp: dataset guardrails unavailable", "dataset", *dataset, "err", err)
 				guard.Unavailable = "guardrails unavailable"
 			}
-			guard.Rules = append(guard.Rules, rules...)
+			guard.Rules = append(append([]*mcp.Rule(nil), fileRules...), rules...)
+			fctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go followMCPRules(fctx, c, *dataset, *cacheDir, fileRules, guard, log)
 		}
 	} else if *dataset != "" {
 		return exitCode(2, "mcp run: --dataset needs an API key (--api-key or VIGIL_API_KEY)")
@@ -235,6 +239,58 @@ func fetchMCPRules(ctx context.Context, c *client.Client, dataset, cacheDir stri
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// followMCPRules follows the server's guardrail change feed and swaps in
+// the dataset's new rules when they change (and once the server is
+// reachable again after the rules could not be fetched at start).
+func followMCPRules(ctx context.Context, c *client.Client, dataset, cacheDir string, fileRules []*mcp.Rule, g *mcp.Guard, log *slog.Logger) {
+	after, started := int64(0), false
+	delay := time.Second
+	refresh := g.Unavailable != ""
+	for ctx.Err() == nil {
+		res, err := c.GuardrailChangesAfter(ctx, after, 30*time.Second)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, 30*time.Second)
+			refresh = true
+			continue
+		}
+		delay = time.Second
+		for _, ch := range res.Changes {
+			if ch.Dataset == dataset {
+				refresh = true
+			}
+		}
+		if started && after == 0 && res.Seq > 0 {
+			// The feed's first change: "after=0" answers with the
+			// position only, so any advance is a possible change here.
+			refresh = true
+		}
+		if refresh || res.Reset {
+			rules, err := fetchMCPRules(ctx, c, dataset, cacheDir)
+			if err != nil {
+				log.Warn("mcp: refreshing dataset guardrails failed", "dataset", dataset, "err", err)
+			} else {
+				g.SetRules(append(append([]*mcp.Rule(nil), fileRules...), rules...))
+				log.Info("mcp: dataset guardrails updated", "dataset", dataset, "rules", len(rules))
+				refresh = false
+			}
+		}
+		if started && after == 0 && res.Seq == 0 {
+			// Nothing has ever changed: "after=0" does not wait.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		after, started = res.Seq, true
+	}
 }
 
 func mcpLogger(path string, verbose bool, stderr io.Writer) (*slog.Logger, func()) {

@@ -151,3 +151,61 @@ func TestMCPUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPRunFollowsRuleChanges: a guardrail added to the dataset while
+// `vigil mcp run` serves applies to the running session.
+func TestMCPRunFollowsRuleChanges(t *testing.T) {
+	url, _ := newInProcessServer(t)
+	t.Setenv("VIGIL_URL", url)
+	t.Setenv("VIGIL_API_KEY", testKey)
+	t.Setenv("VIGIL_CMD_MCP_SERVER", "1")
+	exe, _ := os.Executable()
+	cr, cw := io.Pipe()
+	wr, ww := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		c := run(context.Background(), []string{"mcp", "run", "--dataset", "live", "--cache-dir", t.TempDir(), "--log-file", t.TempDir() + "/l", "--", exe, "-test.run=^$"}, cr, ww, io.Discard)
+		ww.Close()
+		done <- c
+	}()
+	ctx := context.Background()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "live", Version: "1"}, nil).Connect(ctx, &sdk.IOTransport{Reader: wr, Writer: cw}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(text string) error {
+		_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+		return err
+	}
+	if err := call("forbidden"); err != nil {
+		t.Fatalf("before the rule: %v", err)
+	}
+	c := client.New(url, testKey)
+	var d *client.Dataset
+	for range 50 { // the first call's recording creates the dataset
+		if d, err = c.GetDatasetByName(ctx, "admin", "live"); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if d == nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateGuardrail(ctx, d.ID, client.GuardrailCreate{Name: "no forbidden", Action: "block",
+		Policy: "raise \"forbidden\" if:\n    (call: ToolCall)\n    \"forbidden\" in call.function.arguments.text\n"}); err != nil {
+		t.Fatal(err)
+	}
+	blocked := false
+	for range 50 {
+		if err := call("forbidden"); err != nil && strings.Contains(err.Error(), "Invariant Guardrails") {
+			blocked = true
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !blocked {
+		t.Error("the new guardrail never applied to the running session")
+	}
+	cs.Close()
+	<-done
+}
