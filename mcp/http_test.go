@@ -87,7 +87,7 @@ func (ht headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // mountProxy mounts the proxy on the backend's listener the way the
 // gateway router will: [/{dataset}]/mcp/{server}.
 func mountProxy(b *backend, p *mcp.Proxy) {
-	for _, m := range []string{"POST", "GET", "DELETE"} {
+	for _, m := range []string{"POST", "GET", "DELETE", "PUT"} {
 		b.srv.Mount(m+" /api/v1/gateway/{dataset}/mcp/{server}", p)
 		b.srv.Mount(m+" /api/v1/gateway/mcp/{server}", p)
 	}
@@ -233,10 +233,17 @@ func TestHTTPProxyRefusals(t *testing.T) {
 		{"bad key", "/api/v1/gateway/ds/mcp/streamable", map[string]string{"Invariant-Api-Key": "nope-nope-nope-nope-nope", "Mcp-Server-Base-Url": up.URL}, "", init, 401, "Invalid Invariant API key"},
 		{"dataset without key", "/api/v1/gateway/ds/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL}, "", init, 400, "Missing invariant api key"},
 		{"malformed JSON", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL}, "", `{"jsonrpc":`, 400, "-32700"},
+		{"not JSON-RPC", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL}, "", `{"a":1}`, 400, "-32700"},
+		{"oversized", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL}, "", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("a", mcp.MaxMessageBytes) + `"}}`, 413, "limit"},
+		{"wrong method", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL, "X-Method": "PUT"}, "", init, 405, "method not allowed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest("POST", b.URL+tt.path, strings.NewReader(tt.body))
+			method := "POST"
+			if m := tt.header["X-Method"]; m != "" {
+				method = m
+			}
+			req, _ := http.NewRequest(method, b.URL+tt.path, strings.NewReader(tt.body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
 			for k, v := range tt.header {

@@ -656,3 +656,20 @@ func TestStdioPinCacheWhenUnreachable(t *testing.T) {
 	}
 	w.close(t)
 }
+
+// TestStdioToolsListBlocked: a rule violated by the tools/list answer
+// replaces every tool by a stub.
+func TestStdioToolsListBlocked(t *testing.T) {
+	listRule := "raise \"tool description asks for secrets\" if:\n    (out: ToolOutput)\n    \"id_rsa\" in out.content\n"
+	w := startWrapped(t, mcp.Options{Guard: guard(t, listRule)}, "2025-11-25", "VIGIL_MCP_DESC=v2")
+	tools := toolNames(t, w.cs)
+	if len(tools) != 4 {
+		t.Fatalf("tools = %v", tools)
+	}
+	for name, tl := range tools {
+		if !strings.HasPrefix(name, "blocked_") || !strings.Contains(tl.Description, "blocked from advertising its tools") {
+			t.Errorf("tool %s: %q, want a guardrail stub", name, tl.Description)
+		}
+	}
+	w.close(t)
+}
