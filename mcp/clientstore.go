@@ -20,6 +20,9 @@ type ClientStore struct {
 	// seen, so that pin checks go on from the cache while the server is
 	// unreachable: a known tool with another fingerprint is still held.
 	CacheDir string
+	// SpoolDir ("" = none) keeps the records that could not be written;
+	// ReplaySpool writes them at the next start.
+	SpoolDir string
 }
 
 // ObservePins implements Store.

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"sync"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vigilhq/vigil/policy"

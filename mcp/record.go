@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -43,6 +44,7 @@ type recorder struct {
 	log     *slog.Logger
 	meta    func() map[string]any
 	onTrace func(traceID string)
+	session func() string
 
 	mu      sync.Mutex
 	queue   []json.RawMessage
@@ -52,10 +54,13 @@ type recorder struct {
 	closed  bool
 	traceID string
 	failed  int
+	// spooling: a batch went to the spool, so the rest of the session
+	// follows it there, in order.
+	spooling bool
 }
 
-func newRecorder(st Store, dataset string, key func() string, log *slog.Logger, meta func() map[string]any, onTrace func(string)) *recorder {
-	r := &recorder{st: st, dataset: dataset, key: key, log: log, meta: meta, onTrace: onTrace, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newRecorder(st Store, dataset string, key, session func() string, log *slog.Logger, meta func() map[string]any, onTrace func(string)) *recorder {
+	r := &recorder{st: st, dataset: dataset, key: key, session: session, log: log, meta: meta, onTrace: onTrace, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go r.loop()
 	return r
 }
@@ -141,9 +146,35 @@ func (r *recorder) loop() {
 	}
 }
 
+// spoolOrDrop keeps a batch the store could not take in the spool, when
+// the store has one; the trace then continues in the spool too.
+func (r *recorder) spoolOrDrop(batch []json.RawMessage, cause error) {
+	if sp, ok := r.st.(Spooler); ok {
+		var meta map[string]any
+		if r.traceID == "" {
+			meta = r.meta()
+		}
+		err := sp.Spool(r.session(), r.dataset, r.key(), r.traceID, meta, batch)
+		if err == nil {
+			if !r.spooling {
+				r.log.Warn("mcp: server unreachable; events spooled", "events", len(batch), "err", cause)
+			}
+			r.spooling = true
+			return
+		}
+		cause = errors.Join(cause, err)
+	}
+	r.failed += len(batch)
+	r.log.Error("mcp: recording failed; events dropped", "events", len(batch), "trace", r.traceID, "err", cause)
+}
+
 // write stores one batch, retrying a failed write with backoff (0.5 s
 // doubling, up to 5 attempts) before dropping it with a log line.
 func (r *recorder) write(batch []json.RawMessage) {
+	if r.spooling {
+		r.spoolOrDrop(batch, errors.New("earlier events of the session are spooled"))
+		return
+	}
 	delay := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -181,17 +212,16 @@ func (r *recorder) write(batch []json.RawMessage) {
 			return
 		}
 		var api *client.APIError
-		if attempt >= 5 || asAPIError(err, &api) && api.StatusCode < 500 && api.StatusCode != 429 {
+		if asAPIError(err, &api) && api.StatusCode < 500 && api.StatusCode != 429 {
 			r.failed += len(batch)
-			r.log.Error("mcp: recording failed; events dropped", "events", len(batch), "trace", r.traceID, "err", err)
+			r.log.Error("mcp: recording refused; events dropped", "events", len(batch), "trace", r.traceID, "err", err)
 			return
 		}
 		r.mu.Lock()
 		closed := r.closed
 		r.mu.Unlock()
-		if closed && attempt >= 2 {
-			r.failed += len(batch)
-			r.log.Error("mcp: recording failed at shutdown; events dropped", "events", len(batch), "err", err)
+		if attempt >= 5 || closed && attempt >= 2 {
+			r.spoolOrDrop(batch, err)
 			return
 		}
 		time.Sleep(delay)

@@ -111,7 +111,7 @@ func NewSession(opt Options) *Session {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if opt.Store != nil && opt.Dataset != "" {
-		s.rec = newRecorder(opt.Store, opt.Dataset, s.sessionKey, s.log, s.traceMetadata, s.traceCreated)
+		s.rec = newRecorder(opt.Store, opt.Dataset, s.sessionKey, s.ID, s.log, s.traceMetadata, s.traceCreated)
 	}
 	s.guarded = opt.Guard != nil
 	s.inert = !s.guarded && s.rec == nil

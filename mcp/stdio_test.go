@@ -673,3 +673,34 @@ func TestStdioToolsListBlocked(t *testing.T) {
 	}
 	w.close(t)
 }
+
+// TestStdioSpool: records the server cannot take are spooled and written
+// at the next start, as one trace in order.
+func TestStdioSpool(t *testing.T) {
+	b := newBackend(t)
+	spool := t.TempDir()
+	down := mcp.ClientStore{C: client.New("http://127.0.0.1:1", adminKey, client.WithRetries(0)), SpoolDir: spool}
+	w := startWrapped(t, mcp.Options{Store: down, Dataset: "spooled"}, "2025-11-25")
+	for _, s := range []string{"one", "two"} {
+		if _, _, err := callText(t, w.cs, "echo", map[string]any{"text": s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.close(t)
+	files, _ := os.ReadDir(spool)
+	if len(files) != 1 {
+		t.Fatalf("%d spool files, want 1", len(files))
+	}
+	up := mcp.ClientStore{C: b.c, SpoolDir: spool}
+	n, err := up.ReplaySpool(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("replay: %d, %v", n, err)
+	}
+	trs := b.traces(t, "spooled")
+	if len(trs) != 1 || len(trs[0].Messages) != 4 || !strings.Contains(string(trs[0].Messages[1]), "echo: one") || trs[0].ExtraMetadata["source"] != "mcp" {
+		t.Fatalf("replayed traces = %+v", trs)
+	}
+	if files, _ := os.ReadDir(spool); len(files) != 0 {
+		t.Errorf("spool not emptied: %v", files)
+	}
+}

@@ -111,7 +111,8 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	failFormat := fs.String("failure-response-format", "error", "a blocked call's answer: error (JSON-RPC error) or content (an isError tool result)")
 	rugPull := fs.String("rug-pull-action", "block", "a tool whose definition changed since approval: block (replace it by a stub) or log")
 	logFile := fs.String("log-file", "", "log `FILE` (default ~/.vigil/logs/mcp.log)")
-	cacheDir := fs.String("cache-dir", defaultMCPCacheDir(), "`DIR` keeping the last rules and approved pins, used while the server is unreachable")
+	cacheDir := fs.String("cache-dir", defaultMCPDir("cache"), "`DIR` keeping the last rules and approved pins, used while the server is unreachable")
+	spoolDir := fs.String("spool-dir", defaultMCPDir("spool"), "`DIR` keeping the records the server could not take; they are written at the next start")
 	verbose := fs.Bool("verbose", false, "log to stderr too")
 	if _, err := parseFlags(fs, own); err != nil {
 		return err
@@ -151,7 +152,17 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitCode(2, "mcp run: "+err.Error())
 	}
 	if sf.key != "" || client.EnvKey() != "" {
-		opt.Store = mcp.ClientStore{C: c, CacheDir: *cacheDir}
+		cs := mcp.ClientStore{C: c, CacheDir: *cacheDir, SpoolDir: *spoolDir}
+		opt.Store = cs
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if n, err := cs.ReplaySpool(rctx); err != nil {
+				log.Warn("mcp: spooled records not written yet", "written", n, "err", err)
+			} else if n > 0 {
+				log.Info("mcp: spooled sessions written", "sessions", n)
+			}
+		}()
 		if *dataset != "" && !*noPush {
 			opt.Dataset = *dataset
 		}
@@ -180,9 +191,10 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return nil
 }
 
-func defaultMCPCacheDir() string {
+// defaultMCPDir is ~/.vigil/<name>, or "" without a home folder.
+func defaultMCPDir(name string) string {
 	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".vigil", "cache")
+		return filepath.Join(home, ".vigil", name)
 	}
 	return ""
 }

@@ -48,7 +48,7 @@ func mcpRun(t *testing.T, args ...string) (tools []string, echo string, echoErr 
 	var errBuf strings.Builder
 	done := make(chan int, 1)
 	go func() {
-		c := run(context.Background(), append(append([]string{"mcp", "run", "--cache-dir", cacheDir}, args...), "--", exe, "-test.run=^$"), cr, ww, &errBuf)
+		c := run(context.Background(), append(append([]string{"mcp", "run", "--cache-dir", cacheDir, "--spool-dir", cacheDir + "/spool"}, args...), "--", exe, "-test.run=^$"), cr, ww, &errBuf)
 		ww.Close()
 		done <- c
 	}()
@@ -164,7 +164,7 @@ func TestMCPRunFollowsRuleChanges(t *testing.T) {
 	wr, ww := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		c := run(context.Background(), []string{"mcp", "run", "--dataset", "live", "--cache-dir", t.TempDir(), "--log-file", t.TempDir() + "/l", "--", exe, "-test.run=^$"}, cr, ww, io.Discard)
+		c := run(context.Background(), []string{"mcp", "run", "--dataset", "live", "--cache-dir", t.TempDir(), "--spool-dir", t.TempDir(), "--log-file", t.TempDir() + "/l", "--", exe, "-test.run=^$"}, cr, ww, io.Discard)
 		ww.Close()
 		done <- c
 	}()
