@@ -145,19 +145,29 @@ func BenchmarkM2Streamable(b *testing.B) {
 	hs := httptest.NewServer(mux)
 	defer hs.Close()
 	be := newBackend(b)
-	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: be.srv}, Servers: []mcp.ServerConfig{{Name: "bench", URL: hs.URL + "/mcp/"}}})
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(be.srv), Servers: []mcp.ServerConfig{{Name: "bench", URL: hs.URL + "/mcp/"}}})
 	defer p.Close(context.Background())
 	mountProxy(be, p)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	keyed := &http.Client{Transport: headerTransport{http.Header{"Invariant-Api-Key": {adminKey}}, &http.Transport{MaxIdleConnsPerHost: 256}}}
 	for _, conc := range []int{1, 32} {
-		b.Run(concName(conc), func(b *testing.B) {
-			pairs := make([]sessionPair, conc)
-			for i := range pairs {
-				pairs[i].direct = connectBench(b, &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp/", HTTPClient: hc, DisableStandaloneSSE: true})
-				pairs[i].vigil = connectBench(b, &sdk.StreamableClientTransport{Endpoint: be.URL + "/api/v1/gateway/mcp/bench", HTTPClient: hc, DisableStandaloneSSE: true})
-			}
-			runPairs(b, pairs)
-		})
+		// proxy: no key, no dataset; recorded: a key and a dataset, so
+		// every call is also pinned, recorded and checked against the
+		// dataset's (empty) ruleset.
+		for _, mode := range []string{"proxy", "recorded"} {
+			b.Run(concName(conc)+"/"+mode, func(b *testing.B) {
+				pairs := make([]sessionPair, conc)
+				for i := range pairs {
+					pairs[i].direct = connectBench(b, &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp/", HTTPClient: hc, DisableStandaloneSSE: true})
+					if mode == "proxy" {
+						pairs[i].vigil = connectBench(b, &sdk.StreamableClientTransport{Endpoint: be.URL + "/api/v1/gateway/mcp/bench", HTTPClient: hc, DisableStandaloneSSE: true})
+					} else {
+						pairs[i].vigil = connectBench(b, &sdk.StreamableClientTransport{Endpoint: be.URL + "/api/v1/gateway/benchds/mcp/bench", HTTPClient: keyed, DisableStandaloneSSE: true})
+					}
+				}
+				runPairs(b, pairs)
+			})
+		}
 	}
 }
 

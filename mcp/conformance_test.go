@@ -46,7 +46,7 @@ func TestConformance(t *testing.T) {
 	defer up.Close()
 
 	b := newBackend(t)
-	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}, Servers: []mcp.ServerConfig{{Name: "everything", URL: up.URL + "/mcp"}}})
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv), Servers: []mcp.ServerConfig{{Name: "everything", URL: up.URL + "/mcp"}}})
 	defer p.Close(context.Background())
 	mountProxy(b, p)
 

@@ -96,6 +96,12 @@ func (g *Guard) SetRules(rules []*Rule) {
 	g.mu.Unlock()
 }
 
+func (g *Guard) unavailable() bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.Unavailable != ""
+}
+
 // blocking returns the blocking rules that apply to the names.
 func (g *Guard) blocking(server, client string) []*Rule {
 	if g == nil {

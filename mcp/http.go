@@ -95,6 +95,7 @@ type proxySession struct {
 	upstreamID string // the upstream's Mcp-Session-Id ("" when stateless)
 	owner      string
 	lastSeen   time.Time
+	rules      *Guard // the dataset rules the session's guard holds
 }
 
 // NewProxy returns the proxy.
@@ -398,26 +399,55 @@ func (p *Proxy) sweepLocked() {
 	}
 }
 
+// refreshRules gives a session the dataset rules of this request when
+// they changed since (a guardrail write applies to the next request of
+// every open session).
+func (p *Proxy) refreshRules(ps *proxySession, acc *Access) {
+	if acc.Guard == nil || acc.Store == nil {
+		return
+	}
+	p.mu.Lock()
+	changed := ps.rules != acc.Guard
+	ps.rules = acc.Guard
+	p.mu.Unlock()
+	if changed && ps.sess.opt.Guard != nil {
+		acc.Guard.mu.RLock()
+		rules := append(append([]*Rule(nil), p.cfg.GlobalRules...), acc.Guard.Rules...)
+		unavailable := acc.Guard.Unavailable
+		acc.Guard.mu.RUnlock()
+		ps.sess.opt.Guard.mu.Lock()
+		ps.sess.opt.Guard.Rules, ps.sess.opt.Guard.Unavailable = rules, unavailable
+		ps.sess.opt.Guard.mu.Unlock()
+	}
+}
+
 func (p *Proxy) newSessionLocked(id, upstreamID, upstream string, acc *Access, dataset, sessKey string) *proxySession {
 	if time.Since(p.lastSweep) > time.Minute {
 		p.lastSweep = time.Now()
 		p.sweepLocked()
 	}
 	g := &Guard{FailOpen: p.cfg.FailOpen, Rules: append([]*Rule(nil), p.cfg.GlobalRules...)}
+	var rules *Guard
 	if acc.Guard != nil {
+		acc.Guard.mu.RLock()
 		g.Rules = append(g.Rules, acc.Guard.Rules...)
 		g.Unavailable = acc.Guard.Unavailable
+		acc.Guard.mu.RUnlock()
+		rules = acc.Guard
 	}
 	host := upstream
 	if u, err := url.Parse(upstream); err == nil {
 		host = u.Host + u.Path
+	}
+	if acc.Store == nil && len(g.Rules) == 0 && g.Unavailable == "" {
+		g = nil // no key: no dataset rules will ever come; nothing to check
 	}
 	opt := Options{SessionID: id, Upstream: host, Transport: "streamable-http", Store: acc.Store, Guard: g,
 		RugPullAction: p.cfg.RugPullAction, FailureFormat: p.cfg.FailureFormat, Logger: p.log, SessionKey: sessKey}
 	if acc.Store != nil {
 		opt.Dataset = dataset
 	}
-	return &proxySession{sess: NewSession(opt), upstream: upstream, upstreamID: upstreamID, owner: acc.Owner, lastSeen: time.Now()}
+	return &proxySession{sess: NewSession(opt), upstream: upstream, upstreamID: upstreamID, owner: acc.Owner, lastSeen: time.Now(), rules: rules}
 }
 
 func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, out http.Header, acc *Access, dataset string) {
@@ -444,6 +474,7 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, ou
 	}
 	ps, registered := p.session(r, upstream, acc, dataset, first)
 	sess := ps.sess
+	p.refreshRules(ps, acc)
 	fwd, reply := sess.FromClient(r.Context(), body)
 	if fwd == nil {
 		if reply == nil {

@@ -12,6 +12,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/mcp"
 )
 
@@ -116,7 +117,7 @@ func TestHTTPProxy(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				b := newBackend(t)
 				up := newUpstream(t, &sdk.StreamableHTTPOptions{JSONResponse: jsonResp})
-				p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}, GlobalRules: guard(t, argRule, outRule).Rules})
+				p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv), GlobalRules: guard(t, argRule, outRule).Rules})
 				defer p.Close(context.Background())
 				mountProxy(b, p)
 				h := http.Header{"Invariant-Api-Key": {adminKey}, "Mcp-Server-Base-Url": {up.URL}}
@@ -171,7 +172,7 @@ func TestHTTPProxyRugPull(t *testing.T) {
 		t.Run(rev, func(t *testing.T) {
 			b := newBackend(t)
 			up := newUpstream(t, nil)
-			p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}, Servers: []mcp.ServerConfig{{Name: "tools", URL: up.URL + "/mcp/"}}})
+			p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv), Servers: []mcp.ServerConfig{{Name: "tools", URL: up.URL + "/mcp/"}}})
 			defer p.Close(context.Background())
 			mountProxy(b, p)
 			h := http.Header{"Invariant-Authorization": {"Bearer " + adminKey}}
@@ -212,7 +213,7 @@ func TestHTTPProxyRugPull(t *testing.T) {
 func TestHTTPProxyRefusals(t *testing.T) {
 	b := newBackend(t)
 	up := newUpstream(t, nil)
-	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}, AllowedOrigins: []string{"https://app.example"}})
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv), AllowedOrigins: []string{"https://app.example"}})
 	mountProxy(b, p)
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 	tests := []struct {
@@ -270,7 +271,7 @@ func TestHTTPProxyRefusals(t *testing.T) {
 func TestHTTPProxyStatelessUpstream(t *testing.T) {
 	b := newBackend(t)
 	up := newUpstream(t, &sdk.StreamableHTTPOptions{Stateless: true})
-	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}})
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv)})
 	defer p.Close(context.Background())
 	mountProxy(b, p)
 	h := http.Header{"Invariant-Api-Key": {adminKey}, "Mcp-Server-Base-Url": {up.URL}}
@@ -295,7 +296,7 @@ func TestHTTPProxyStatelessUpstream(t *testing.T) {
 func TestHTTPProxySharedSessionTrace(t *testing.T) {
 	b := newBackend(t)
 	up := newUpstream(t, nil)
-	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}})
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv)})
 	defer p.Close(context.Background())
 	mountProxy(b, p)
 	// The LLM side of the agent session, recorded first (as the gateway does).
@@ -355,7 +356,7 @@ func (s *swappable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestHTTPProxyRestart(t *testing.T) {
 	b := newBackend(t)
 	up := newUpstream(t, nil)
-	cfg := mcp.ProxyConfig{Backend: mcp.ServerBackend{S: b.srv}}
+	cfg := mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv)}
 	sw := &swappable{p: mcp.NewProxy(cfg)}
 	for _, m := range []string{"POST", "GET", "DELETE"} {
 		b.srv.Mount(m+" /api/v1/gateway/{dataset}/mcp/{server}", sw)
@@ -377,5 +378,38 @@ func TestHTTPProxyRestart(t *testing.T) {
 	trs := b.traces(t, "rs")
 	if len(trs) != 1 || len(trs[0].Messages) != 4 {
 		t.Fatalf("%d traces (%v), want one with both calls", len(trs), trs)
+	}
+}
+
+// TestHTTPProxyRuleChange: a guardrail written to the dataset applies to
+// the next request of a session already open.
+func TestHTTPProxyRuleChange(t *testing.T) {
+	b := newBackend(t)
+	up := newUpstream(t, nil)
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv)})
+	defer p.Close(context.Background())
+	mountProxy(b, p)
+	h := http.Header{"Invariant-Api-Key": {adminKey}, "Mcp-Server-Base-Url": {up.URL}}
+	cs := connectHTTP(t, b.URL+"/api/v1/gateway/live/mcp/streamable", h, "2025-11-25")
+	defer cs.Close()
+	if _, _, err := callText(t, cs, "echo", map[string]any{"text": "forbidden"}); err != nil {
+		t.Fatalf("before the rule: %v", err)
+	}
+	var ds *client.Dataset
+	var err error
+	for range 50 {
+		if ds, err = b.c.GetDatasetByName(context.Background(), "admin", "live"); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ds == nil {
+		t.Fatal(err)
+	}
+	if _, err := b.c.CreateGuardrail(context.Background(), ds.ID, client.GuardrailCreate{Name: "no forbidden", Action: "block", Policy: argRule}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := callText(t, cs, "echo", map[string]any{"text": "forbidden"}); err == nil || !strings.Contains(err.Error(), "forbidden text") {
+		t.Errorf("after the rule: %v, want the block", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/server"
@@ -15,13 +16,28 @@ import (
 // resolved by the server (same cache, same revocation), rules come from
 // the server's store through its compiled-rule cache, pins are judged by
 // server.ObserveMCPTools and sessions are recorded through the server's
-// ingest path, all in-process.
+// ingest path, all in-process. A dataset's compiled rules are kept while
+// its ruleset version is unchanged, so a guardrail write applies to the
+// next request.
 type ServerBackend struct {
 	S *server.Server
+
+	mu    sync.Mutex
+	rules map[string]cachedGuard // dataset id → rules
+}
+
+type cachedGuard struct {
+	version int64
+	guard   *Guard
+}
+
+// NewServerBackend returns the in-process Backend of srv.
+func NewServerBackend(srv *server.Server) *ServerBackend {
+	return &ServerBackend{S: srv, rules: map[string]cachedGuard{}}
 }
 
 // Open implements Backend.
-func (b ServerBackend) Open(ctx context.Context, key, dataset string) (*Access, error) {
+func (b *ServerBackend) Open(ctx context.Context, key, dataset string) (*Access, error) {
 	if key == "" {
 		return &Access{}, nil
 	}
@@ -32,6 +48,35 @@ func (b ServerBackend) Open(ctx context.Context, key, dataset string) (*Access, 
 	if !c.CanIngest() {
 		return nil, ErrForbidden
 	}
+	st := serverStore{s: b.S, c: c}
+	dsID, version, err := b.S.MCPRulesetVersion(ctx, c, dataset)
+	if err != nil {
+		return nil, fmt.Errorf("guardrails of dataset %s: %w", dataset, err)
+	}
+	if dsID == "" {
+		return &Access{Store: st, Guard: &Guard{}, Owner: c.User.ID}, nil
+	}
+	b.mu.Lock()
+	cg, ok := b.rules[dsID]
+	b.mu.Unlock()
+	if ok && cg.version == version {
+		return &Access{Store: st, Guard: cg.guard, Owner: c.User.ID}, nil
+	}
+	g, err := b.load(ctx, c, dataset)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if b.rules == nil {
+		b.rules = map[string]cachedGuard{}
+	}
+	b.rules[dsID] = cachedGuard{version, g}
+	b.mu.Unlock()
+	return &Access{Store: st, Guard: g, Owner: c.User.ID}, nil
+}
+
+// load compiles the dataset's MCP guardrails.
+func (b *ServerBackend) load(ctx context.Context, c *server.Caller, dataset string) (*Guard, error) {
 	gs, err := b.S.MCPGuardrails(ctx, c, dataset)
 	if err != nil {
 		return nil, fmt.Errorf("guardrails of dataset %s: %w", dataset, err)
@@ -59,7 +104,7 @@ func (b ServerBackend) Open(ctx context.Context, key, dataset string) (*Access, 
 		g.Rules = append(g.Rules, &Rule{ID: gr.ID, Name: gr.Name, Content: gr.Content, Action: gr.Action, Version: gr.Version,
 			Servers: scope.MCPServers, Clients: scope.MCPClients, Policy: p})
 	}
-	return &Access{Store: serverStore{s: b.S, c: c}, Guard: g, Owner: c.User.ID}, nil
+	return g, nil
 }
 
 // serverStore is the in-process Store of one caller.

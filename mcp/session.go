@@ -280,6 +280,10 @@ func (s *Session) checkPending(ctx context.Context, pending ...json.RawMessage) 
 	}
 	s.mu.Lock()
 	rules := s.opt.Guard.blocking(s.serverName(), s.client.Name)
+	if len(rules) == 0 && !s.opt.Guard.unavailable() {
+		s.mu.Unlock()
+		return nil
+	}
 	past := append([]json.RawMessage(nil), s.events...)
 	s.mu.Unlock()
 	return s.opt.Guard.check(ctx, rules, past, pending, s.params())

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,7 +63,10 @@ func (s *Server) AppendMCPEvents(ctx context.Context, c *Caller, traceID string,
 	if c == nil || !c.CanIngest() {
 		return apiErr(403, CodeForbidden, "forbidden")
 	}
-	t, err := s.st.GetTrace(ctx, traceID, true)
+	// Events without message ids (the proxy's) get new ULIDs, which
+	// cannot clash: the trace's messages need not be read.
+	withIDs := bytes.Contains(events, []byte(`"message_id"`))
+	t, err := s.st.GetTrace(ctx, traceID, withIDs)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.canWrite(c.principal(), t.OwnerID)) {
 		return notFound("Trace not found")
 	}
@@ -71,7 +75,12 @@ func (s *Server) AppendMCPEvents(ctx context.Context, c *Caller, traceID string,
 	}
 	now := s.now()
 	var warn warnings
-	pe, err := ingest.PrepareAppend(t, events, now, "messages", &warn)
+	var pe *ingest.Prepared
+	if withIDs {
+		pe, err = ingest.PrepareAppend(t, events, now, "messages", &warn)
+	} else {
+		pe, err = ingest.Prepare(events, ingest.TraceOptions{FirstIndex: t.MessageCount, StrictTimestamps: true, DefaultTime: now, TraceID: t.ID, Path: "messages"}, &warn)
+	}
 	if err != nil {
 		return err
 	}
@@ -108,6 +117,23 @@ func (s *Server) MCPSessionTrace(ctx context.Context, c *Caller, dataset, sessio
 		}
 	}
 	return best, nil
+}
+
+// MCPRulesetVersion returns the id and ruleset version of the caller's
+// dataset ("", 0 when there is none yet): a cache of its guardrails is
+// current while the version is unchanged.
+func (s *Server) MCPRulesetVersion(ctx context.Context, c *Caller, dataset string) (string, int64, error) {
+	if dataset == "" || c == nil {
+		return "", 0, nil
+	}
+	d, err := s.st.GetDatasetByName(ctx, c.User.ID, dataset)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", 0, nil
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	return d.ID, d.RulesetVersion, nil
 }
 
 // MCPGuardrails returns the enabled guardrails of the caller's dataset
