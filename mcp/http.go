@@ -476,6 +476,15 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, ou
 	sess := ps.sess
 	p.refreshRules(ps, acc)
 	fwd, reply := sess.FromClient(r.Context(), body)
+	// Vigil's response headers (the trace exists once a first event of
+	// the session was written).
+	w.Header().Set("Vigil-Request-Id", newULID())
+	if id := sess.TraceID(); id != "" {
+		w.Header().Set("Vigil-Trace-Id", id)
+	}
+	if fwd == nil && reply != nil {
+		w.Header().Set("Vigil-Guardrail-Result", "block")
+	}
 	if fwd == nil {
 		if reply == nil {
 			w.WriteHeader(http.StatusAccepted)

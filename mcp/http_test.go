@@ -227,6 +227,7 @@ func TestHTTPProxyRefusals(t *testing.T) {
 	}{
 		{"foreign origin", "/api/v1/gateway/mcp/streamable", map[string]string{"Origin": "https://evil.example", "Mcp-Server-Base-Url": up.URL}, "", init, 403, "Origin"},
 		{"allowed origin", "/api/v1/gateway/mcp/streamable", map[string]string{"Origin": "https://app.example", "Mcp-Server-Base-Url": up.URL}, "", init, 200, `"result"`},
+		{"own origin", "/api/v1/gateway/mcp/streamable", map[string]string{"Origin": b.URL, "Mcp-Server-Base-Url": up.URL}, "", init, 200, `"result"`},
 		{"rebinding host", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL}, "evil.example:80", init, 403, "Host"},
 		{"upstream host not allowed", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": "http://10.1.2.3:9"}, "", init, 403, "allowed_upstream_hosts"},
 		{"no base url", "/api/v1/gateway/mcp/streamable", nil, "", init, 400, "MCP-SERVER-BASE-URL"},
@@ -261,6 +262,9 @@ func TestHTTPProxyRefusals(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.want) {
 				t.Errorf("%d %s, want %d with %q", resp.StatusCode, body, tt.status, tt.want)
+			}
+			if resp.StatusCode == 200 && resp.Header.Get("Vigil-Request-Id") == "" {
+				t.Error("no Vigil-Request-Id on a proxied answer")
 			}
 		})
 	}
