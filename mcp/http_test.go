@@ -417,3 +417,46 @@ func TestHTTPProxyRuleChange(t *testing.T) {
 		t.Errorf("after the rule: %v, want the block", err)
 	}
 }
+
+// TestHTTPProxyCancelRenameRemove: a cancelled call, then a server that
+// renames one tool and drops another, through the proxy.
+func TestHTTPProxyCancelRenameRemove(t *testing.T) {
+	b := newBackend(t)
+	up := newUpstream(t, nil)
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv), Servers: []mcp.ServerConfig{{Name: "tools", URL: up.URL + "/mcp/"}}})
+	defer p.Close(context.Background())
+	mountProxy(b, p)
+	h := http.Header{"Invariant-Api-Key": {adminKey}}
+	endpoint := b.URL + "/api/v1/gateway/crr/mcp/tools"
+	cs := connectHTTP(t, endpoint, h, "2026-07-28")
+	toolNames(t, cs)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+	cancel()
+	if err == nil {
+		t.Fatal("cancelled call returned a result")
+	}
+	if text, _, err := callText(t, cs, "echo", map[string]any{"text": "after"}); err != nil || text != "echo: after" {
+		t.Fatalf("after cancel: %q, %v", text, err)
+	}
+	cs.Close()
+	up.set("VIGIL_MCP_ECHO_NAME", "repeat")
+	up.set("VIGIL_MCP_NO_SECRET", "1")
+	cs = connectHTTP(t, endpoint, h, "2026-07-28")
+	if tools := toolNames(t, cs); tools["repeat"] == nil || tools["secret"] != nil {
+		t.Fatalf("tools = %v", tools)
+	}
+	cs.Close()
+	p.Close(context.Background())
+	fs := pinFindings(t, b)
+	got := map[string]string{}
+	for _, f := range fs {
+		parts := strings.SplitN(f.Key, ":", 3)
+		got[parts[0]+" "+parts[1]] = f.Severity
+	}
+	for k, v := range map[string]string{"added httpsrv/repeat": "warn", "removed httpsrv/echo": "info", "removed httpsrv/secret": "info"} {
+		if got[k] != v {
+			t.Errorf("finding %s = %q, want %q (all %v)", k, got[k], v, got)
+		}
+	}
+}
