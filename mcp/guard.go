@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -118,10 +117,26 @@ func (g *Guard) blocking(server, client string) []*Rule {
 	return out
 }
 
-// check evaluates rules over past ++ pending in pending mode and returns
-// the errors (violations whose binding holds a pending event). An
-// evaluation failure is an error object of its own unless FailOpen.
-func (g *Guard) check(ctx context.Context, rules []*Rule, past, pending []json.RawMessage, params map[string]any) []GuardError {
+// monitors holds a session's incremental evaluation state: the decoded
+// events (aligned with the session's events) and, per rule, a
+// policy.Monitor that has seen a prefix of them. Checking a new event
+// costs work proportional to that event, not to the session's length.
+// The session serialises its use (Session.checkMu).
+type monitors struct {
+	past []*trace.Event
+	mons map[*Rule]*ruleMonitor
+}
+
+type ruleMonitor struct {
+	m *policy.Monitor
+	n int // events of past the monitor has seen
+}
+
+// check evaluates the blocking rules on the session's recorded events
+// followed by the pending ones in pending mode: only violations whose
+// binding holds a pending event are reported (each once per session).
+// An evaluation failure is an error object of its own unless FailOpen.
+func (g *Guard) check(ctx context.Context, ms *monitors, rules []*Rule, recorded, pending []json.RawMessage, params map[string]any) []GuardError {
 	if g == nil {
 		return nil
 	}
@@ -141,13 +156,26 @@ func (g *Guard) check(ctx context.Context, rules []*Rule, past, pending []json.R
 	if len(rules) == 0 {
 		return nil
 	}
-	pt, err := decodeEvents(past)
-	if err != nil {
-		return fail(err.Error())
+	// Decode what is new; a recorded event may replace a checked one (a
+	// blocked call is recorded marked), which changes nothing the rules
+	// see.
+	from := len(recorded)
+	if len(ms.past) > from {
+		ms.past = ms.past[:from]
 	}
-	nt, err := decodeEvents(pending)
-	if err != nil {
-		return fail(err.Error())
+	for i := len(ms.past); i < from+len(pending); i++ {
+		ev := pending[max(0, i-from)]
+		if i < from {
+			ev = recorded[i]
+		}
+		t, err := policy.DecodeTrace(append(append([]byte{'['}, ev...), ']'))
+		if err != nil {
+			return fail(fmt.Sprintf("event %d: %v", i, err))
+		}
+		ms.past = append(ms.past, t.Events...)
+	}
+	if ms.mons == nil {
+		ms.mons = map[*Rule]*ruleMonitor{}
 	}
 	timeout := g.Timeout
 	if timeout <= 0 {
@@ -157,15 +185,32 @@ func (g *Guard) check(ctx context.Context, rules []*Rule, past, pending []json.R
 	defer cancel()
 	var out []GuardError
 	for _, r := range rules {
-		res, err := r.Policy.AnalyzePending(ctx, pt, nt, params)
-		if err != nil {
-			var ae *policy.AnalysisError
-			if errors.As(err, &ae) || errors.Is(err, context.DeadlineExceeded) {
+		rm := ms.mons[r]
+		if rm == nil || rm.n > from {
+			m, err := r.Policy.NewMonitor(params)
+			if err != nil {
 				if f := fail(err.Error()); f != nil {
 					return f
 				}
 				continue
 			}
+			rm = &ruleMonitor{m: m}
+			ms.mons[r] = rm
+		}
+		if rm.n < from {
+			// Events recorded without a check (errors, pin blocks):
+			// seen, not judged.
+			if _, err := rm.m.Append(ctx, ms.past[rm.n:from]...); err != nil {
+				if f := fail(err.Error()); f != nil {
+					return f
+				}
+				continue
+			}
+			rm.n = from
+		}
+		res, err := rm.m.Append(ctx, ms.past[from:]...)
+		rm.n = len(ms.past)
+		if err != nil {
 			if f := fail(err.Error()); f != nil {
 				return f
 			}
@@ -185,15 +230,4 @@ func (g *Guard) check(ctx context.Context, rules []*Rule, past, pending []json.R
 		}
 	}
 	return out
-}
-
-func decodeEvents(events []json.RawMessage) (*trace.Trace, error) {
-	if len(events) == 0 {
-		return policy.DecodeTrace([]byte("[]"))
-	}
-	b := make([][]byte, len(events))
-	for i, e := range events {
-		b[i] = e
-	}
-	return policy.DecodeTrace(joinBatch(b, false))
 }

@@ -93,6 +93,10 @@ type Session struct {
 	// past of later checks; inert: nothing is checked or recorded, so no
 	// event is even built.
 	guarded, inert bool
+	// checkMu serialises checks with the recording of what they judged,
+	// so the monitors' events stay aligned with the session's.
+	checkMu sync.Mutex
+	mons    monitors
 }
 
 // NewSession starts a session.
@@ -273,7 +277,8 @@ func (s *Session) record(events ...json.RawMessage) {
 }
 
 // checkPending applies the blocking rules that admit the session's
-// names to the pending events after the session's past ones.
+// names to the pending events, which follow the session's events. The
+// caller holds checkMu and records the events right after.
 func (s *Session) checkPending(ctx context.Context, pending ...json.RawMessage) []GuardError {
 	if !s.guarded {
 		return nil
@@ -284,9 +289,9 @@ func (s *Session) checkPending(ctx context.Context, pending ...json.RawMessage) 
 		s.mu.Unlock()
 		return nil
 	}
-	past := append([]json.RawMessage(nil), s.events...)
+	recorded := s.events[:len(s.events):len(s.events)]
 	s.mu.Unlock()
-	return s.opt.Guard.check(ctx, rules, past, pending, s.params())
+	return s.opt.Guard.check(ctx, &s.mons, rules, recorded, pending, s.params())
 }
 
 func (s *Session) params() map[string]any {
@@ -451,6 +456,8 @@ func (s *Session) toolCall(ctx context.Context, m *message, key string) (bool, [
 	s.mu.Unlock()
 	call := callEvent(callID, p.Name, args)
 	var errs []GuardError
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
 	if pinBlocked {
 		errs = []GuardError{pinErr}
 	} else {
@@ -587,6 +594,8 @@ func (s *Session) toolResult(ctx context.Context, m *message, p *pendingReq) []b
 	}
 	_ = json.Unmarshal(m.Result, &r)
 	out = resultEvent(p.callID, r.Content, r.IsError, r.StructuredContent)
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
 	errs := s.checkPending(ctx, out)
 	if len(errs) == 0 {
 		s.record(out)
@@ -696,12 +705,16 @@ func (s *Session) toolsList(ctx context.Context, m *message) []byte {
 
 	var errs []GuardError
 	if s.guarded {
+		s.checkMu.Lock()
 		s.mu.Lock()
 		rules := s.opt.Guard.blocking(s.serverName(), s.client.Name)
-		past := append([]json.RawMessage(nil), s.events...)
+		n := len(s.events)
+		recorded := s.events[: n-1 : n-1]
+		last := s.events[n-1:]
 		s.mu.Unlock()
 		// The list output was recorded last: it is the pending event.
-		errs = s.opt.Guard.check(ctx, rules, past[:len(past)-1], past[len(past)-1:], s.params())
+		errs = s.opt.Guard.check(ctx, &s.mons, rules, recorded, last, s.params())
+		s.checkMu.Unlock()
 	}
 	if len(errs) > 0 {
 		ej, _ := json.Marshal(errs)
