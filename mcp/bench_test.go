@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -176,4 +178,28 @@ func concName(c int) string {
 		return "c=1"
 	}
 	return "c=32"
+}
+
+// BenchmarkM2Floor is the floor under M2: the same calls through a
+// plain httputil.ReverseProxy that does nothing, so M2's added latency
+// can be read against what any HTTP hop costs on the machine.
+func BenchmarkM2Floor(b *testing.B) {
+	up := &upstream{env: map[string]string{}}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "benchsrv", Version: "1"}, nil)
+	testTools(srv, up.getenv)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp/", h)
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	u, _ := url.Parse(hs.URL)
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = u.Host }, FlushInterval: -1}
+	ps := httptest.NewServer(rp)
+	defer ps.Close()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	pairs := []sessionPair{{
+		direct: connectBench(b, &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp/", HTTPClient: hc, DisableStandaloneSSE: true}),
+		vigil:  connectBench(b, &sdk.StreamableClientTransport{Endpoint: ps.URL + "/mcp/", HTTPClient: hc, DisableStandaloneSSE: true}),
+	}}
+	runPairs(b, pairs)
 }
