@@ -113,6 +113,7 @@ type serverStore struct {
 	c *server.Caller
 }
 
+// ObservePins implements Store.
 func (ss serverStore) ObservePins(ctx context.Context, srv, traceID string, tools []json.RawMessage, complete bool) ([]client.MCPPinVerdict, error) {
 	vs, err := ss.s.ObserveMCPTools(ctx, ss.c.User.ID, server.MCPObservation{Server: srv, TraceID: traceID, Tools: tools, Complete: complete})
 	out := make([]client.MCPPinVerdict, len(vs))
@@ -122,18 +123,22 @@ func (ss serverStore) ObservePins(ctx context.Context, srv, traceID string, tool
 	return out, err
 }
 
+// CreateTrace implements Store.
 func (ss serverStore) CreateTrace(ctx context.Context, dataset, sessionKey string, meta map[string]any, events []json.RawMessage) (string, error) {
 	return ss.s.RecordMCPTrace(ctx, ss.c, dataset, sessionKey, meta, joinEvents(events))
 }
 
+// SessionTrace implements Store.
 func (ss serverStore) SessionTrace(ctx context.Context, dataset, sessionKey string) (string, error) {
 	return ss.s.MCPSessionTrace(ctx, ss.c, dataset, sessionKey)
 }
 
+// AppendEvents implements Store.
 func (ss serverStore) AppendEvents(ctx context.Context, traceID string, events []json.RawMessage) error {
 	return ss.s.AppendMCPEvents(ctx, ss.c, traceID, joinEvents(events))
 }
 
+// PutSession implements Store.
 func (ss serverStore) PutSession(ctx context.Context, s client.MCPSession) error {
 	in := &server.MCPSessionInput{TraceID: s.TraceID, Dataset: s.Dataset, Transport: s.Transport, Client: s.Client, Server: s.Server,
 		ServerName: s.ServerName, ProtocolVersion: s.ProtocolVersion, Upstream: s.Upstream, SystemUser: s.SystemUser, EndedAt: s.EndedAt}
