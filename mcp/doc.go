@@ -17,8 +17,13 @@
 // cancellation, server-to-client requests, batches — passes through
 // unchanged and in order.
 //
-// Non-goals: the SSE transport (answered 501 by the gateway router), a
-// local cache of rules and pins for a store that cannot be reached, and
+// Blocking rules are evaluated incrementally per session (one
+// policy.Monitor per rule), so a call costs the same late in a long
+// session as early. The stdio wrapper keeps the last rules and approved
+// pin fingerprints in a cache and spools records while the server is
+// unreachable.
+//
+// Non-goals: the SSE transport (answered 501 by the gateway router) and
 // running logging rules inline (the monitors of the recorded trace run
 // them).
 package mcp

@@ -231,7 +231,9 @@ func (s *Session) Close(ctx context.Context) {
 	}
 	s.pending = map[string]*pendingReq{}
 	s.mu.Unlock()
+	s.checkMu.Lock()
 	s.record(out...)
+	s.checkMu.Unlock()
 	if s.rec != nil {
 		s.rec.close(ctx)
 		now := time.Now()
@@ -256,7 +258,9 @@ func (s *Session) Abort(reason string) [][]byte {
 	}
 	s.pending = map[string]*pendingReq{}
 	s.mu.Unlock()
+	s.checkMu.Lock()
 	s.record(evs...)
+	s.checkMu.Unlock()
 	return replies
 }
 
@@ -584,7 +588,9 @@ func (s *Session) toolResult(ctx context.Context, m *message, p *pendingReq) []b
 		}
 		_ = json.Unmarshal(m.Error, &e)
 		out = errorEvent(p.callID, e.Code, e.Message)
+		s.checkMu.Lock()
 		s.record(out)
+		s.checkMu.Unlock()
 		return nil
 	}
 	var r struct {
@@ -635,7 +641,12 @@ func (s *Session) toolsList(ctx context.Context, m *message) []byte {
 	s.mu.Unlock()
 	call := callEvent(callID, "tools/list", json.RawMessage("{}"))
 	out := listEvent(callID, tools)
+	s.checkMu.Lock()
 	s.record(call, out)
+	s.mu.Lock()
+	outIdx := len(s.events) - 1 // where the list output is, for its check
+	s.mu.Unlock()
+	s.checkMu.Unlock()
 
 	changed := false
 	if s.opt.Store != nil {
@@ -708,11 +719,10 @@ func (s *Session) toolsList(ctx context.Context, m *message) []byte {
 		s.checkMu.Lock()
 		s.mu.Lock()
 		rules := s.opt.Guard.blocking(s.serverName(), s.client.Name)
-		n := len(s.events)
-		recorded := s.events[: n-1 : n-1]
-		last := s.events[n-1:]
+		recorded := s.events[:outIdx:outIdx]
+		last := s.events[outIdx : outIdx+1 : outIdx+1]
 		s.mu.Unlock()
-		// The list output was recorded last: it is the pending event.
+		// The list output is the pending event.
 		errs = s.opt.Guard.check(ctx, &s.mons, rules, recorded, last, s.params())
 		s.checkMu.Unlock()
 	}
