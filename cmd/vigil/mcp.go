@@ -18,6 +18,7 @@ import (
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/mcp"
+	"github.com/vigilhq/vigil/server"
 )
 
 // vigil mcp run: the MCP stdio wrapper (spec/gateway.md §9.3); vigil mcp
@@ -437,4 +438,26 @@ func shortHash(h string) string {
 		return h[:12]
 	}
 	return h
+}
+
+// mcpProxyConfig maps the gateway.mcp settings (and gateway.fail_mode)
+// of the configuration file to the streamable HTTP proxy of an embedded
+// server: `vigil serve` mounts mcp.NewProxy(mcpProxyConfig(…)) for the
+// routes [/{dataset}]/mcp/streamable and [/{dataset}]/mcp/{server} of
+// the gateway.
+func mcpProxyConfig(fc *fileConfig, srv *server.Server, log *slog.Logger) mcp.ProxyConfig {
+	g := fc.Gateway
+	cfg := mcp.ProxyConfig{
+		Backend:              mcp.NewServerBackend(srv),
+		AllowedUpstreamHosts: g.MCP.AllowedUpstreamHosts,
+		AllowedOrigins:       g.MCP.AllowedOrigins,
+		FailOpen:             g.FailMode.Value == "open",
+		RugPullAction:        g.MCP.RugPullAction.Value,
+		FailureFormat:        g.MCP.FailureResponseFormat.Value,
+		Logger:               log,
+	}
+	for _, s := range g.MCP.Servers {
+		cfg.Servers = append(cfg.Servers, mcp.ServerConfig{Name: s.Name, URL: s.URL, Headers: s.Headers, Timeout: time.Duration(s.Timeout)})
+	}
+	return cfg
 }

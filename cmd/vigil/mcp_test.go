@@ -209,3 +209,25 @@ func TestMCPRunFollowsRuleChanges(t *testing.T) {
 	cs.Close()
 	<-done
 }
+
+func TestMCPProxyConfig(t *testing.T) {
+	var fc fileConfig
+	err := decodeConfig([]byte(`gateway:
+  fail_mode: open
+  mcp:
+    servers:
+      - {name: fs, url: "http://localhost:3000/mcp/", headers: {X-Team: infra}, timeout: 30s}
+    allowed_upstream_hosts: [localhost]
+    allowed_origins: ["https://app.example"]
+    rug_pull_action: log
+    failure_response_format: content
+`), &fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := mcpProxyConfig(&fc, nil, nil)
+	if !cfg.FailOpen || cfg.RugPullAction != "log" || cfg.FailureFormat != "content" || len(cfg.AllowedOrigins) != 1 ||
+		len(cfg.Servers) != 1 || cfg.Servers[0].Timeout != 30*time.Second || cfg.Servers[0].Headers["X-Team"] != "infra" {
+		t.Errorf("proxy config = %+v", cfg)
+	}
+}
