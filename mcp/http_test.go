@@ -21,9 +21,10 @@ import (
 // between sessions. A tools/call of "crash" drops the connection.
 type upstream struct {
 	*httptest.Server
-	mu    sync.Mutex
-	env   map[string]string
-	calls []string
+	mu      sync.Mutex
+	env     map[string]string
+	calls   []string
+	headers http.Header // of the last request
 }
 
 func (u *upstream) getenv(k string) string {
@@ -48,6 +49,9 @@ func newUpstream(t *testing.T, opts *sdk.StreamableHTTPOptions) *upstream {
 	}, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.headers = r.Header.Clone()
+		u.mu.Unlock()
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
 			if strings.Contains(string(body), `"name":"crash"`) {
@@ -120,9 +124,19 @@ func TestHTTPProxy(t *testing.T) {
 				p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv), GlobalRules: guard(t, argRule, outRule).Rules})
 				defer p.Close(context.Background())
 				mountProxy(b, p)
-				h := http.Header{"Invariant-Api-Key": {adminKey}, "Mcp-Server-Base-Url": {up.URL}}
+				h := http.Header{"Invariant-Api-Key": {adminKey}, "Mcp-Server-Base-Url": {up.URL}, "Invariant-X-Mcp-Server-X-Probe": {"hello"}}
 				cs := connectHTTP(t, b.URL+"/api/v1/gateway/httpds/mcp/streamable", h, rev)
 				tools := toolNames(t, cs)
+				up.mu.Lock()
+				if got := up.headers.Get("X-Probe"); got != "hello" {
+					t.Errorf("INVARIANT-X-MCP-SERVER-X-Probe reached the upstream as %q, want X-Probe: hello", got)
+				}
+				for _, k := range []string{"Invariant-Api-Key", "Mcp-Server-Base-Url", "Invariant-X-Mcp-Server-X-Probe"} {
+					if up.headers.Get(k) != "" {
+						t.Errorf("%s was forwarded upstream", k)
+					}
+				}
+				up.mu.Unlock()
 				if tools["echo"] == nil || tools["secret"] == nil {
 					t.Fatalf("tools = %v", tools)
 				}
