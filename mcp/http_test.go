@@ -474,3 +474,63 @@ func TestHTTPProxyCancelRenameRemove(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPProxyAuthorization: the client's Authorization belongs to the
+// MCP server (forwarded as is, an upstream 401 passed back with its
+// WWW-Authenticate); a Vigil key smuggled as ";invariant-auth=" is cut
+// off before forwarding.
+func TestHTTPProxyAuthorization(t *testing.T) {
+	b := newBackend(t)
+	var mu sync.Mutex
+	var gotAuth []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		gotAuth = append(gotAuth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer oauth-token" {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://localhost/.well-known/oauth-protected-resource"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	}))
+	defer up.Close()
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(b.srv)})
+	mountProxy(b, p)
+	send := func(auth string) *http.Response {
+		req, _ := http.NewRequest("POST", b.URL+"/api/v1/gateway/authds/mcp/streamable", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Mcp-Server-Base-Url", up.URL)
+		req.Header.Set("Content-Type", "application/json")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := send("Bearer oauth-token;invariant-auth=" + adminKey); resp.StatusCode != 200 {
+		t.Errorf("smuggled key: %d, want 200", resp.StatusCode)
+	}
+	resp := send("Bearer wrong;invariant-auth=" + adminKey)
+	if resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata") {
+		t.Errorf("upstream 401: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	if resp := send("Bearer oauth-token;invariant-auth=bogus-bogus-bogus-bogus"); resp.StatusCode != 401 {
+		t.Errorf("bad smuggled key: %d, want Vigil's 401", resp.StatusCode)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range gotAuth {
+		if strings.Contains(a, "invariant-auth") || strings.Contains(a, adminKey) {
+			t.Errorf("the Vigil key reached the upstream: %q", a)
+		}
+	}
+	if len(gotAuth) != 2 || gotAuth[0] != "Bearer oauth-token" {
+		t.Errorf("upstream saw %q", gotAuth)
+	}
+}
