@@ -123,6 +123,12 @@ func (cs ClientStore) AppendEvents(ctx context.Context, traceID string, events [
 	return err
 }
 
+// MergeMetadata implements Store (PATCH /api/v1/trace/{id}; a key of
+// ingest scope is refused, which only leaves the metadata as created).
+func (cs ClientStore) MergeMetadata(ctx context.Context, traceID string, patch map[string]any) error {
+	return cs.C.Raw(ctx, "PATCH", "/api/v1/trace/"+traceID, map[string]any{"metadata_merge": patch}, nil)
+}
+
 // PutSession implements Store.
 func (cs ClientStore) PutSession(ctx context.Context, s client.MCPSession) error {
 	_, err := cs.C.PutMCPSession(ctx, s)

@@ -172,6 +172,9 @@ func TestHTTPProxy(t *testing.T) {
 				if tr.ExtraMetadata["mcp_server"] != "httpsrv" || tr.ExtraMetadata["transport"] != "streamable-http" || tr.ExtraMetadata["mcp_client"] != "http-client" {
 					t.Errorf("metadata = %v", tr.ExtraMetadata)
 				}
+				if v, _ := tr.ExtraMetadata["vigil"].(map[string]any); v["blocked_calls"] != float64(2) || tr.ExtraMetadata["tools"] == nil {
+					t.Errorf("metadata vigil = %v, tools %v", tr.ExtraMetadata["vigil"], tr.ExtraMetadata["tools"] != nil)
+				}
 				// list (2) + echo (2) + blocked call (2) + blocked result (2) + crash (2)
 				if len(tr.Messages) != 10 {
 					t.Errorf("%d events, want 10", len(tr.Messages))

@@ -27,6 +27,9 @@ type Store interface {
 	// SessionTrace finds the open trace of dataset with sessionKey ("" =
 	// none, or not supported).
 	SessionTrace(ctx context.Context, dataset, sessionKey string) (string, error)
+	// MergeMetadata applies an RFC 7386 merge patch to the trace's
+	// metadata.
+	MergeMetadata(ctx context.Context, traceID string, patch map[string]any) error
 	// AppendEvents appends events to a trace.
 	AppendEvents(ctx context.Context, traceID string, events []json.RawMessage) error
 	// PutSession upserts the session record.
@@ -53,6 +56,7 @@ type recorder struct {
 	done    chan struct{}
 	closed  bool
 	traceID string
+	created bool // the trace was created by this session (not joined)
 	failed  int
 	// spooling: a batch went to the spool, so the rest of the session
 	// follows it there, in order.
@@ -198,7 +202,7 @@ func (r *recorder) write(batch []json.RawMessage) {
 			id, err = r.st.CreateTrace(ctx, r.dataset, key, r.meta(), batch)
 			if err == nil {
 				r.mu.Lock()
-				r.traceID = id
+				r.traceID, r.created = id, true
 				r.mu.Unlock()
 				if r.onTrace != nil {
 					r.onTrace(id)

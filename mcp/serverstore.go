@@ -138,6 +138,11 @@ func (ss serverStore) AppendEvents(ctx context.Context, traceID string, events [
 	return ss.s.AppendMCPEvents(ctx, ss.c, traceID, joinEvents(events))
 }
 
+// MergeMetadata implements Store.
+func (ss serverStore) MergeMetadata(ctx context.Context, traceID string, patch map[string]any) error {
+	return ss.s.MergeMCPTraceMetadata(ctx, ss.c, traceID, patch)
+}
+
 // PutSession implements Store.
 func (ss serverStore) PutSession(ctx context.Context, s client.MCPSession) error {
 	in := &server.MCPSessionInput{TraceID: s.TraceID, Dataset: s.Dataset, Transport: s.Transport, Client: s.Client, Server: s.Server,

@@ -237,9 +237,33 @@ func (s *Session) Close(ctx context.Context) {
 	if s.rec != nil {
 		s.rec.close(ctx)
 		now := time.Now()
-		if s.TraceID() != "" {
+		if id := s.TraceID(); id != "" {
 			s.putSession(&now)
+			s.finalMetadata(ctx, id)
 		}
+	}
+}
+
+// finalMetadata brings the trace metadata up to date at the end of the
+// session: the latest tools (on a trace of this session's own) and the
+// number of blocked calls.
+func (s *Session) finalMetadata(ctx context.Context, traceID string) {
+	s.rec.mu.Lock()
+	own := s.rec.created
+	s.rec.mu.Unlock()
+	s.mu.Lock()
+	patch := map[string]any{}
+	if own {
+		if s.tools != nil {
+			patch["tools"] = s.tools
+		}
+		patch["vigil"] = map[string]any{"blocked_calls": s.blockedCalls}
+	} else {
+		patch["vigil"] = map[string]any{"mcp_blocked_calls": s.blockedCalls}
+	}
+	s.mu.Unlock()
+	if err := s.opt.Store.MergeMetadata(ctx, traceID, patch); err != nil {
+		s.log.Warn("mcp: trace metadata not updated", "trace", traceID, "err", err)
 	}
 }
 

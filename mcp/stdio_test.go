@@ -259,6 +259,9 @@ func TestStdioGuardrails(t *testing.T) {
 			if blocked != 3 { // blocked call + its block output, blocked result
 				t.Errorf("%d events marked vigil_blocked, want 3: %s", blocked, tr.Messages)
 			}
+			if v, _ := tr.ExtraMetadata["vigil"].(map[string]any); v["blocked_calls"] != float64(2) {
+				t.Errorf("metadata vigil = %v, want blocked_calls 2", tr.ExtraMetadata["vigil"])
+			}
 		})
 	}
 }

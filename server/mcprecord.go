@@ -92,6 +92,28 @@ func (s *Server) AppendMCPEvents(ctx context.Context, c *Caller, traceID string,
 	return nil
 }
 
+// MergeMCPTraceMetadata applies an RFC 7386 merge patch to the metadata
+// of the caller's trace (an ingest key suffices: the proxy updates the
+// traces it records).
+func (s *Server) MergeMCPTraceMetadata(ctx context.Context, c *Caller, traceID string, patch map[string]any) error {
+	if c == nil || !c.CanIngest() {
+		return apiErr(403, CodeForbidden, "forbidden")
+	}
+	t, err := s.st.GetTrace(ctx, traceID, false)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.canWrite(c.principal(), t.OwnerID)) {
+		return notFound("Trace not found")
+	}
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("encode metadata patch: %w", err)
+	}
+	_, err = s.st.UpdateTrace(ctx, traceID, store.TraceUpdate{MetadataMerge: raw})
+	return err
+}
+
 // MCPSessionTrace returns the id of the caller's most recent unfinished
 // trace in dataset with that session key, or "" when there is none.
 func (s *Server) MCPSessionTrace(ctx context.Context, c *Caller, dataset, sessionKey string) (string, error) {
