@@ -147,6 +147,10 @@ func detailError(w http.ResponseWriter, status int, code, detail string) {
 
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.PathValue("server") == "sse" {
+		detailError(w, http.StatusNotImplemented, "not_supported", "MCP SSE transport is not supported; use streamable HTTP")
+		return
+	}
 	if !p.checkOrigin(w, r) {
 		return
 	}

@@ -249,6 +249,7 @@ func TestHTTPProxyRefusals(t *testing.T) {
 		{"upstream host not allowed", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": "http://10.1.2.3:9"}, "", init, 403, "allowed_upstream_hosts"},
 		{"no base url", "/api/v1/gateway/mcp/streamable", nil, "", init, 400, "MCP-SERVER-BASE-URL"},
 		{"unknown server", "/api/v1/gateway/mcp/nosuch", nil, "", init, 404, "nosuch"},
+		{"SSE transport", "/api/v1/gateway/mcp/sse", nil, "", init, 501, "use streamable HTTP"},
 		{"bad key", "/api/v1/gateway/ds/mcp/streamable", map[string]string{"Invariant-Api-Key": "nope-nope-nope-nope-nope", "Mcp-Server-Base-Url": up.URL}, "", init, 401, "Invalid Invariant API key"},
 		{"dataset without key", "/api/v1/gateway/ds/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL}, "", init, 400, "Missing invariant api key"},
 		{"malformed JSON", "/api/v1/gateway/mcp/streamable", map[string]string{"Mcp-Server-Base-Url": up.URL}, "", `{"jsonrpc":`, 400, "-32700"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigilhq/vigil/client"
@@ -56,8 +57,8 @@ type recorder struct {
 	done    chan struct{}
 	closed  bool
 	traceID string
-	created bool // the trace was created by this session (not joined)
-	failed  int
+	created bool         // the trace was created by this session (not joined)
+	failed  atomic.Int64 // events dropped
 	// spooling: a batch went to the spool, so the rest of the session
 	// follows it there, in order.
 	spooling bool
@@ -69,13 +70,27 @@ func newRecorder(st Store, dataset string, key, session func() string, log *slog
 	return r
 }
 
+// maxQueue bounds the events waiting to be written for one session;
+// beyond it new events are dropped and logged (the store is too slow or
+// down, and the session must not grow without bound).
+const maxQueue = 10000
+
 // add queues events.
 func (r *recorder) add(events ...json.RawMessage) {
 	r.mu.Lock()
+	dropped := 0
 	if !r.closed {
-		r.queue = append(r.queue, events...)
+		if len(r.queue)+len(events) > maxQueue {
+			dropped = len(events)
+			r.failed.Add(int64(dropped))
+		} else {
+			r.queue = append(r.queue, events...)
+		}
 	}
 	r.mu.Unlock()
+	if dropped > 0 {
+		r.log.Error("mcp: recording queue full; events dropped", "events", dropped, "queue", maxQueue)
+	}
 	r.signal()
 }
 
@@ -168,7 +183,7 @@ func (r *recorder) spoolOrDrop(batch []json.RawMessage, cause error) {
 		}
 		cause = errors.Join(cause, err)
 	}
-	r.failed += len(batch)
+	r.failed.Add(int64(len(batch)))
 	r.log.Error("mcp: recording failed; events dropped", "events", len(batch), "trace", r.traceID, "err", cause)
 }
 
@@ -217,7 +232,7 @@ func (r *recorder) write(batch []json.RawMessage) {
 		}
 		var api *client.APIError
 		if asAPIError(err, &api) && api.StatusCode < 500 && api.StatusCode != 429 {
-			r.failed += len(batch)
+			r.failed.Add(int64(len(batch)))
 			r.log.Error("mcp: recording refused; events dropped", "events", len(batch), "trace", r.traceID, "err", err)
 			return
 		}
