@@ -459,9 +459,7 @@ func (s *Session) toolCall(ctx context.Context, m *message, key string) (bool, [
 		if !pinBlocked && strings.HasPrefix(p.Name, "blocked_") {
 			pinErr, pinBlocked = s.blocked[strings.TrimPrefix(p.Name, "blocked_")]
 		}
-		if !pinBlocked {
-			s.pending[key] = &pendingReq{method: m.Method, tool: p.Name}
-		} else {
+		if pinBlocked {
 			s.blockedCalls++
 		}
 		s.mu.Unlock()
@@ -532,6 +530,13 @@ func (s *Session) blockResponse(id json.RawMessage, errs []GuardError) ([]byte, 
 // what to send to the client: the message itself, or the block response
 // that replaces a result, or tools/list with stubs.
 func (s *Session) FromServer(ctx context.Context, raw []byte) []byte {
+	s.mu.Lock()
+	waiting := len(s.pending)
+	s.mu.Unlock()
+	if waiting == 0 {
+		// No intercepted request awaits an answer: nothing to look at.
+		return raw
+	}
 	elems, batch := splitBatch(raw)
 	if !batch {
 		m, err := parseMessage(raw)
