@@ -94,7 +94,8 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	fs := newFlagSet("mcp run", "mcp run [--dataset NAME] [--url URL] [--api-key KEY] [--server-name NAME] [--no-push]\n"+
 		"          [--guardrails-file PATH] [--fail-mode open|closed] [--failure-response-format error|content]\n"+
-		"          [--metadata-<k>=<v> ...] [--log-file PATH] [--verbose] ( -- | --exec ) <command> [args...]",
+		"          [--rug-pull-action block|log] [--metadata-<k>=<v> ...] [--log-file PATH] [--verbose]\n"+
+		"          [--cache-dir DIR] [--spool-dir DIR] ( -- | --exec ) <command> [args...]",
 		"Start an MCP server over stdio and relay its newline-delimited JSON-RPC, checking\n"+
 			"tools/call arguments and results against the guardrails (--guardrails-file, plus the\n"+
 			"dataset's guardrails with --dataset), pinning tool definitions on the Vigil server\n"+
@@ -112,8 +113,8 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	failFormat := fs.String("failure-response-format", "error", "a blocked call's answer: error (JSON-RPC error) or content (an isError tool result)")
 	rugPull := fs.String("rug-pull-action", "block", "a tool whose definition changed since approval: block (replace it by a stub) or log")
 	logFile := fs.String("log-file", "", "log `FILE` (default ~/.vigil/logs/mcp.log)")
-	cacheDir := fs.String("cache-dir", defaultMCPDir("cache"), "`DIR` keeping the last rules and approved pins, used while the server is unreachable")
-	spoolDir := fs.String("spool-dir", defaultMCPDir("spool"), "`DIR` keeping the records the server could not take; they are written at the next start")
+	cacheDir := fs.String("cache-dir", "", "`DIR` keeping the last rules and approved pins, used while the server is unreachable (default ~/.vigil/cache)")
+	spoolDir := fs.String("spool-dir", "", "`DIR` keeping the records the server could not take; they are written at the next start (default ~/.vigil/spool)")
 	verbose := fs.Bool("verbose", false, "log to stderr too")
 	if _, err := parseFlags(fs, own); err != nil {
 		return err
@@ -130,6 +131,12 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	if *rugPull != "block" && *rugPull != "log" {
 		return exitCode(2, fmt.Sprintf("mcp run: --rug-pull-action %q: want block or log", *rugPull))
+	}
+	if *cacheDir == "" {
+		*cacheDir = defaultMCPDir("cache")
+	}
+	if *spoolDir == "" {
+		*spoolDir = defaultMCPDir("spool")
 	}
 	log, closeLog := mcpLogger(*logFile, *verbose, stderr)
 	defer closeLog()
