@@ -131,6 +131,9 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /v1/sessions/{id}/verify", accessRead, s.handleSDKSessionVerify)
 	s.handle(mux, "POST /v1/receipts", accessIngest, s.idempotent(s.maxJSON, s.handleSDKReceipts))
 
+	// MCP sessions and tool pins (§13).
+	s.mcpRoutes(mux)
+
 	// Unknown API paths get a JSON 404; the rest goes to the handler
 	// mounted at "/" (the web UI), or gets the same JSON 404 without one.
 	s.handle(mux, "/api/", accessNone, s.handleAPINotFound)
