@@ -60,6 +60,9 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 		ref.Owner = q.caller != nil && (q.caller.User.ID == t.UserID || q.caller.IsAdmin())
 	}
 	v.Dataset = ref
+	if h.asker != nil {
+		v.Ask = &askBox{TraceID: t.ID, Scope: "this trace", Back: q.r.URL.RequestURI()}
+	}
 	v.CanComment = q.caller != nil && q.caller.CanWrite()
 	v.CanDelete = q.caller != nil && q.caller.CanWrite() && (q.caller.User.ID == t.UserID || q.caller.IsAdmin())
 	v.Metadata = pretty(t.ExtraMetadata)

@@ -53,6 +53,7 @@ type tracesView struct {
 	Groups     []group
 	Sources    []countRow
 	Severities []countRow
+	Ask        *askBox // nil: no asker
 }
 
 type queryErrorView struct {
@@ -150,6 +151,9 @@ func (h *Handler) tracesPage(q *request) error {
 	qs := q.r.URL.Query()
 	v := &tracesView{Layout: q.layout(d.Name), DS: d, Query: qs.Get("q"), Sort: qs.Get("sort"), Sorts: traceSorts}
 	v.Dataset, v.Section = ref, "traces"
+	if h.asker != nil {
+		v.Ask = &askBox{Dataset: d.ID, Scope: ref.User + "/" + d.Name, Back: q.r.URL.RequestURI()}
+	}
 	if v.Sort != "" && !contains(traceSorts, v.Sort) {
 		v.Sort = ""
 	}

@@ -42,6 +42,7 @@ type Handler struct {
 	mux    *http.ServeMux
 	pages  map[string]*template.Template
 	static map[string]staticFile // by name, e.g. "css/app.css"
+	asker  server.Asker          // nil: no ask box (SetAsker)
 }
 
 type staticFile struct {
@@ -118,6 +119,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /settings/users/{id}", h.page(h.userUpdate))
 	m.HandleFunc("POST /u/{user}/{dataset}/queries", h.page(h.querySave))
 	m.HandleFunc("POST /u/{user}/{dataset}/queries/{id}/delete", h.page(h.queryDelete))
+	m.HandleFunc("POST /ask", h.page(h.askPost))
 	m.HandleFunc("/", h.page(h.notFoundPage))
 }
 
