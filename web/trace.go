@@ -172,9 +172,12 @@ func traceSource(t *apiTrace) string {
 	return "push or upload"
 }
 
-// proofBadge is the run's proof status from its ledger session:
-// "tampered" when verification failed, "unsigned" without a signature,
-// else "signed" (the proof page verifies on demand).
+// proofBadge is the run's proof status from its ledger session, without
+// verifying (which reads every receipt; the page must not wait for it):
+// "tampered" when a verification already failed, "unsigned" without a
+// signature, else "unverified", which app.js turns into "verified" or
+// "tampered" by calling GET /api/v1/runs/{id}/verify (without
+// JavaScript the badge links to the proof page, which verifies).
 func (h *Handler) proofBadge(q *request, id string) string {
 	var sess struct {
 		Status string `json:"status"`
@@ -192,7 +195,7 @@ func (h *Handler) proofBadge(q *request, id string) string {
 	case sess.Signer == "" || sess.Signer == "none":
 		return "unsigned"
 	}
-	return "signed"
+	return "unverified"
 }
 
 // commentAdd adds a user comment at an address (explorer-api §6).

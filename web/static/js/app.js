@@ -376,7 +376,26 @@
     });
   }
 
-  var features = [listNav, navigator, copyLinks, comments, confirms, upload, triage, backtest, editor, playground, ask];
+
+  // ---- Proof badge: verify the run after the page has loaded -----------
+  function proofBadge() {
+    var b = $("a[data-verify]");
+    if (!b) return;
+    b.textContent = "verifying…";
+    fetch(b.getAttribute("data-verify"), { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (v) {
+        if (!v) { b.textContent = "unverified"; return; }
+        var s = v.valid ? "verified" : "tampered";
+        b.textContent = s;
+        b.className = "badge proof-" + s;
+        b.title = v.valid ? "Every receipt of this run verifies" : "Verification failed; open the proof";
+        b.setAttribute("href", b.getAttribute("href").replace(/\?verify=1$/, "") + (v.valid ? "" : "?verify=1"));
+      })
+      .catch(function () { b.textContent = "unverified"; });
+  }
+
+  var features = [listNav, navigator, copyLinks, comments, confirms, upload, triage, backtest, editor, playground, ask, proofBadge];
   window.vigilFeatures = features;
   document.addEventListener("DOMContentLoaded", function () {
     features.forEach(function (f) { f(); });
