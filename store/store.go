@@ -117,6 +117,7 @@ type Store interface {
 	Findings
 	MonitorQueue
 	MCP
+	Facets
 }
 
 // SearchIndex builds the search index off the write path. Writes list

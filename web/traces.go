@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"github.com/vigilhq/vigil/store"
 	"net/http"
 	"net/url"
 	"sort"
@@ -174,7 +175,6 @@ func (h *Handler) tracesPage(q *request) error {
 		v.Total = *d.NumTraces
 	}
 	base := ref.URL()
-	groups := map[string]int{}
 	for _, t := range res.Traces {
 		row := traceRow{Index: t.Index, URL: base + "/t/" + strconv.FormatInt(t.Index, 10), Time: shortTime(t.TimeCreated), Events: t.MessageCount}
 		if v.Query != "" {
@@ -196,11 +196,6 @@ func (h *Handler) tracesPage(q *request) error {
 		}
 		sort.Strings(row.Snippets)
 		v.Rows = append(v.Rows, row)
-		if len(t.HierarchyPath) > 0 {
-			groups[t.HierarchyPath[0]]++
-		} else {
-			groups[""]++
-		}
 	}
 	if res.NextCursor != nil {
 		nq := url.Values{"cursor": {*res.NextCursor}}
@@ -212,7 +207,16 @@ func (h *Handler) tracesPage(q *request) error {
 		}
 		v.Next = base + "?" + nq.Encode()
 	}
-	for _, g := range sortedCounts(groups) {
+	// The sidebar counts cover every trace the query matches, not the page.
+	facets := &store.SearchFacets{}
+	if v.QueryError == nil {
+		if f, err := h.srv.SearchFacets(q.r, q.caller, d.ID, v.Query); err == nil {
+			facets = f
+		} else {
+			h.log.Error("trace list facets", "dataset", d.ID, "err", err)
+		}
+	}
+	for _, g := range sortedCounts(facets.Hierarchy) {
 		gq := `meta:hierarchy_path.0=` + strconv.Quote(g.Name)
 		if g.Name == "" {
 			gq = `-meta:hierarchy_path.0`
@@ -234,16 +238,7 @@ func (h *Handler) tracesPage(q *request) error {
 		}
 		v.Chips = append(v.Chips, chip{Label: f, URL: base + "?q=" + url.QueryEscape(nq), Active: active})
 	}
-	srcTotals, sevTotals := map[string]int{}, map[string]int{}
-	for _, t := range res.Traces {
-		for s, n := range t.BySource {
-			srcTotals[s] += n
-		}
-		if t.MaxSeverity != nil {
-			sevTotals[*t.MaxSeverity]++
-		}
-	}
-	v.Sources, v.Severities = sortedCounts(srcTotals), sortedCounts(sevTotals)
+	v.Sources, v.Severities = sortedCounts(facets.Sources), sortedCounts(facets.Severities)
 	return q.render("traces", v)
 }
 

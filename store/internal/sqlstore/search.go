@@ -301,67 +301,9 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 	if err := s.catchUp(ctx, req.DatasetIDs); err != nil {
 		return nil, err
 	}
-	c := &compiler{s: s, req: &req}
-	var where []string
-	switch {
-	case req.AllOwners:
-	case req.Public:
-		where = append(where, `(t.owner_id = `+c.p.add(req.OwnerID)+` OR t.dataset_id IN (SELECT id FROM datasets WHERE is_public))`)
-	default:
-		where = append(where, `t.owner_id = `+c.p.add(req.OwnerID))
-	}
-	if req.DatasetIDs != nil {
-		c.p.add(s.b.ListArg(req.DatasetIDs))
-		where = append(where, s.b.In("t.dataset_id", c.p.n()))
-	}
-	if q.Root != nil {
-		// The longest positive top-level term drives the search through
-		// the index; the other top-level terms are verified per candidate.
-		conj := []search.Node{q.Root}
-		if a, ok := q.Root.(*search.And); ok {
-			conj = a.X
-		}
-		driver := -1
-		for i, n := range conj {
-			if t, ok := n.(*search.Text); ok && utf8.RuneCountInString(search.Fold(t.Value)) >= 3 &&
-				(driver < 0 || utf8.RuneCountInString(t.Value) > utf8.RuneCountInString(conj[driver].(*search.Text).Value)) {
-				driver = i
-			}
-		}
-		for i, n := range conj {
-			if t, ok := n.(*search.Text); ok && i != driver {
-				where = append(where, c.textScan(t.Value))
-				continue
-			}
-			if i == driver && c.pg() {
-				// An array from an InitPlan: PostgreSQL then drives from
-				// the trigram index whatever its statistics say (right
-				// after a bulk load, before ANALYZE, a semi-join plan
-				// scanned every trace).
-				f := search.Fold(n.(*search.Text).Value)
-				where = append(where, `t.id = ANY(ARRAY(SELECT DISTINCT s.trace_id FROM search_text s WHERE s.text LIKE `+
-					c.p.add("%"+escapeLike(f)+"%")+` ESCAPE '\'))`)
-				continue
-			}
-			w, err := c.node(n)
-			if err != nil {
-				return nil, err
-			}
-			where = append(where, w)
-		}
-	}
-	from := ` FROM traces t`
-	md := `vigil_jsonb(t.metadata)`
-	if c.metaPaths > 1 {
-		// Several comparisons: parse the metadata once per row (OFFSET 0
-		// keeps PostgreSQL from inlining the subquery). One comparison
-		// parses it in place, which lets the planner filter first.
-		from += `, LATERAL (SELECT vigil_jsonb(t.metadata) AS md OFFSET 0) m`
-		md = `m.md`
-	}
-	cond := ""
-	if len(where) > 0 {
-		cond = ` WHERE ` + strings.ReplaceAll(strings.Join(where, ` AND `), metadataMarker, md)
+	c, from, cond, err := s.searchWhere(&req, q)
+	if err != nil {
+		return nil, err
 	}
 	res := &store.SearchResult{Total: -1}
 	if !req.NoTotal {
@@ -422,6 +364,74 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 	}
 	res.Traces = ts
 	return res, nil
+}
+
+// searchWhere compiles the access rules of req and query q into the FROM
+// clause and WHERE condition ("" = none) on traces t that select every
+// match; c holds the parameters.
+func (s *Store) searchWhere(req *store.SearchRequest, q *search.Query) (c *compiler, from, cond string, err error) {
+	c = &compiler{s: s, req: req}
+	var where []string
+	switch {
+	case req.AllOwners:
+	case req.Public:
+		where = append(where, `(t.owner_id = `+c.p.add(req.OwnerID)+` OR t.dataset_id IN (SELECT id FROM datasets WHERE is_public))`)
+	default:
+		where = append(where, `t.owner_id = `+c.p.add(req.OwnerID))
+	}
+	if req.DatasetIDs != nil {
+		c.p.add(s.b.ListArg(req.DatasetIDs))
+		where = append(where, s.b.In("t.dataset_id", c.p.n()))
+	}
+	if q.Root != nil {
+		// The longest positive top-level term drives the search through
+		// the index; the other top-level terms are verified per candidate.
+		conj := []search.Node{q.Root}
+		if a, ok := q.Root.(*search.And); ok {
+			conj = a.X
+		}
+		driver := -1
+		for i, n := range conj {
+			if t, ok := n.(*search.Text); ok && utf8.RuneCountInString(search.Fold(t.Value)) >= 3 &&
+				(driver < 0 || utf8.RuneCountInString(t.Value) > utf8.RuneCountInString(conj[driver].(*search.Text).Value)) {
+				driver = i
+			}
+		}
+		for i, n := range conj {
+			if t, ok := n.(*search.Text); ok && i != driver {
+				where = append(where, c.textScan(t.Value))
+				continue
+			}
+			if i == driver && c.pg() {
+				// An array from an InitPlan: PostgreSQL then drives from
+				// the trigram index whatever its statistics say (right
+				// after a bulk load, before ANALYZE, a semi-join plan
+				// scanned every trace).
+				f := search.Fold(n.(*search.Text).Value)
+				where = append(where, `t.id = ANY(ARRAY(SELECT DISTINCT s.trace_id FROM search_text s WHERE s.text LIKE `+
+					c.p.add("%"+escapeLike(f)+"%")+` ESCAPE '\'))`)
+				continue
+			}
+			w, err := c.node(n)
+			if err != nil {
+				return nil, "", "", err
+			}
+			where = append(where, w)
+		}
+	}
+	from = ` FROM traces t`
+	md := `vigil_jsonb(t.metadata)`
+	if c.metaPaths > 1 {
+		// Several comparisons: parse the metadata once per row (OFFSET 0
+		// keeps PostgreSQL from inlining the subquery). One comparison
+		// parses it in place, which lets the planner filter first.
+		from += `, LATERAL (SELECT vigil_jsonb(t.metadata) AS md OFFSET 0) m`
+		md = `m.md`
+	}
+	if len(where) > 0 {
+		cond = ` WHERE ` + strings.ReplaceAll(strings.Join(where, ` AND `), metadataMarker, md)
+	}
+	return c, from, cond, nil
 }
 
 // compiler turns query nodes into SQL conditions on traces t.
