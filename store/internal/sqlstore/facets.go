@@ -3,15 +3,16 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/vigilhq/vigil/search"
 	"github.com/vigilhq/vigil/store"
 )
 
-// SearchFacets implements store.Facets: three grouped queries over the
-// traces the search matches (hierarchy roots; annotation and finding
-// sources; the highest severity per trace).
+// SearchFacets implements store.Facets: one statement that finds the
+// traces the search matches once and groups them three ways (hierarchy
+// roots; annotation and finding sources; the highest severity per trace).
 func (s *Store) SearchFacets(ctx context.Context, req store.SearchRequest) (*store.SearchFacets, error) {
 	q, err := search.Parse(req.Query)
 	if err != nil {
@@ -23,7 +24,7 @@ func (s *Store) SearchFacets(ctx context.Context, req store.SearchRequest) (*sto
 	if err := s.catchUp(ctx, req.DatasetIDs); err != nil {
 		return nil, err
 	}
-	c, from, cond, err := s.searchWhere(&req, q)
+	c, from, cond, err := s.searchWhere(&req, q, false)
 	if err != nil {
 		return nil, err
 	}
@@ -35,53 +36,44 @@ func (s *Store) SearchFacets(ctx context.Context, req store.SearchRequest) (*sto
 		root = `(vigil_jsonb(t.hierarchy_path) ->> 0)`
 		cites = `jsonb_array_length(vigil_jsonb(f.citations))`
 	}
-	matches := `(SELECT t.id` + from + cond + `)`
-	grouped := func(what, sql string, add func(k string, n int)) error {
-		rows, err := s.b.Reader().Query(ctx, sql, c.p.args...)
-		if err != nil {
-			return fmt.Errorf("search facets %q: %s: %w", req.Query, what, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var k string
-			var n int
-			if err := rows.Scan(&k, &n); err != nil {
-				return fmt.Errorf("search facets %q: %s: %w", req.Query, what, err)
-			}
-			add(k, n)
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("search facets %q: %s: %w", req.Query, what, err)
-		}
-		return nil
-	}
-	err = grouped("hierarchy", `SELECT COALESCE(h, ''), COUNT(*) FROM (SELECT `+root+` AS h`+from+cond+`) x GROUP BY 1`,
-		func(k string, n int) { out.Hierarchy[k] += n })
-	if err != nil {
-		return nil, err
-	}
-	err = grouped("sources", `SELECT src, SUM(n) FROM (`+
-		`SELECT CASE WHEN TRIM(a.source) = '' THEN 'user' ELSE a.source END AS src, 1 AS n FROM annotations a WHERE a.trace_id IN `+matches+
-		` UNION ALL SELECT CASE WHEN f.monitor_id = 'mcp-pin' THEN 'mcp-pin' ELSE 'guardrails-error' END, CASE WHEN `+cites+` > 0 THEN `+cites+` ELSE 1 END`+
-		` FROM findings f WHERE f.run_id IN `+matches+`) x GROUP BY src`,
-		func(k string, n int) { out.Sources[k] += n })
-	if err != nil {
-		return nil, err
-	}
+	// One statement: the matches are found once (a materialized CTE),
+	// then grouped three ways; annotations and findings are joined by
+	// trace id (their trace indexes), never collected into a list.
 	word := `CASE f.severity WHEN 'info' THEN 0 WHEN 'warn' THEN 1 WHEN 'critical' THEN 2 END`
-	err = grouped("severities", `SELECT CAST(b AS TEXT), COUNT(*) FROM (SELECT tid, MAX(b) AS b FROM (`+
-		`SELECT a.trace_id AS tid, `+c.severityBucket()+` AS b FROM annotations a WHERE a.trace_id IN `+matches+
-		` UNION ALL SELECT f.run_id, `+word+` FROM findings f WHERE f.run_id IN `+matches+
-		`) y GROUP BY tid) x WHERE b IS NOT NULL GROUP BY b`,
-		func(k string, n int) {
-			for i, w := range search.Severities {
-				if k == fmt.Sprint(i) {
-					out.Severities[w] += n
-				}
-			}
-		})
+	sql := `WITH m AS MATERIALIZED (SELECT t.id AS id, ` + root + ` AS h` + from + cond + `)` +
+		` SELECT 'h', COALESCE(h, ''), COUNT(*) FROM m GROUP BY h` +
+		` UNION ALL SELECT 's', src, SUM(n) FROM (` +
+		`SELECT CASE WHEN TRIM(a.source) = '' THEN 'user' ELSE a.source END AS src, 1 AS n FROM m JOIN annotations a ON a.trace_id = m.id` +
+		` UNION ALL SELECT CASE WHEN f.monitor_id = 'mcp-pin' THEN 'mcp-pin' ELSE 'guardrails-error' END, CASE WHEN ` + cites + ` > 0 THEN ` + cites + ` ELSE 1 END` +
+		` FROM m JOIN findings f ON f.run_id = m.id) x GROUP BY src` +
+		` UNION ALL SELECT 'v', CAST(b AS TEXT), COUNT(*) FROM (SELECT tid, MAX(b) AS b FROM (` +
+		`SELECT a.trace_id AS tid, ` + c.severityBucket() + ` AS b FROM m JOIN annotations a ON a.trace_id = m.id` +
+		` UNION ALL SELECT f.run_id, ` + word + ` FROM m JOIN findings f ON f.run_id = m.id` +
+		`) y GROUP BY tid) x WHERE b IS NOT NULL GROUP BY b`
+	rows, err := s.b.Reader().Query(ctx, sql, c.p.args...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("search facets %q: %w", req.Query, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, k string
+		var n int
+		if err := rows.Scan(&kind, &k, &n); err != nil {
+			return nil, fmt.Errorf("search facets %q: %w", req.Query, err)
+		}
+		switch kind {
+		case "h":
+			out.Hierarchy[k] += n
+		case "s":
+			out.Sources[k] += n
+		case "v":
+			if i, err := strconv.Atoi(k); err == nil && i >= 0 && i < len(search.Severities) {
+				out.Severities[search.Severities[i]] += n
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search facets %q: %w", req.Query, err)
 	}
 	return out, nil
 }
