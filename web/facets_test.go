@@ -2,9 +2,13 @@ package web_test
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/vigilhq/vigil/web"
 )
 
 // TestTraceListSidebarCoversDataset: the hierarchy groups and annotation
@@ -74,7 +78,32 @@ func TestTraceListSidebarCoversDataset(t *testing.T) {
 			}
 		})
 	}
-	_, body, _ := b.get(t, "/")
+	// A large dataset: the counts load after the page (script), or inline
+	// on request (without script).
+	defer web.SetInlineFacetsMax(100)()
+	_, body, _ := b.get(t, "/u/admin/big?q=needle")
+	if !strings.Contains(body, `data-facets="/u/admin/big/facets?q=needle"`) || !strings.Contains(body, `href="/u/admin/big?facets=1&amp;q=needle"`) ||
+		strings.Contains(body, `<h2>Hierarchy</h2>`) {
+		t.Errorf("large dataset: the trace list does not defer its counts")
+	}
+	for _, p := range []string{"/u/admin/big/facets?q=needle", "/u/admin/big?facets=1&q=needle"} {
+		_, body, _ = b.get(t, p)
+		if !regexp.MustCompile(`(?s)>bulk</a> <span class="count">11<`).MatchString(body) {
+			t.Errorf("%s: no counts", p)
+		}
+	}
+	if code, _, _ := e.browser(t, "").get(t, "/u/admin/big/facets"); code == 200 {
+		t.Error("the counts of a private dataset are served signed out")
+	}
+	if tb := browserTab(t, e); tb != nil {
+		tb.login(t, adminKey)
+		tb.do(t, "deferred counts", chromedp.Navigate(tb.url("/u/admin/big")), chromedp.WaitVisible(chromedp.CSS(`#facets ul.tree`)))
+		if got := tb.text(t, "#facets ul.tree"); !strings.Contains(got, "bulk 110") {
+			t.Errorf("deferred counts: %q", got)
+		}
+	}
+
+	_, body, _ = b.get(t, "/")
 	for _, w := range []string{`(?s)>big</a></td>\s*<td class="num">120</td>\s*<td class="num">240</td>`, `(?s)>small</a></td>\s*<td class="num">1</td>\s*<td class="num">1</td>`} {
 		if !regexp.MustCompile(w).MatchString(body) {
 			t.Errorf("home page lacks %s", w)
@@ -89,4 +118,13 @@ func datasetID(t *testing.T, e *env, name string) string {
 	}
 	e.api(t, "GET", "/api/v1/dataset/byuser/admin/"+name, adminKey, nil, &ds)
 	return ds.ID
+}
+
+// browserTab is newTab when Chromium is there, else nil (the rest of the
+// test runs without it).
+func browserTab(t *testing.T, e *env) *tab {
+	if os.Getenv("VIGIL_TEST_CHROMIUM") == "" {
+		return nil
+	}
+	return newTab(t, e)
 }

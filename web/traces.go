@@ -1,8 +1,9 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
-	"github.com/vigilhq/vigil/store"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -55,6 +56,9 @@ type tracesView struct {
 	Sources    []countRow
 	Severities []countRow
 	Ask        *askBox // nil: no asker
+	// FacetsURL, when set, is where the script loads the sidebar counts
+	// from; FacetsInline the page with them computed (without script).
+	FacetsURL, FacetsInline string
 }
 
 type queryErrorView struct {
@@ -207,21 +211,21 @@ func (h *Handler) tracesPage(q *request) error {
 		}
 		v.Next = base + "?" + nq.Encode()
 	}
-	// The sidebar counts cover every trace the query matches, not the page.
-	facets := &store.SearchFacets{}
+	// The sidebar counts cover every trace the query matches, not the
+	// page: inline for small datasets (or when asked), else the page's
+	// script loads them from /facets after the list is shown.
 	if v.QueryError == nil {
-		if f, err := h.srv.SearchFacets(q.r, q.caller, d.ID, v.Query); err == nil {
-			facets = f
+		fq := url.Values{}
+		if v.Query != "" {
+			fq.Set("q", v.Query)
+		}
+		if d.NumTraces != nil && *d.NumTraces > inlineFacetsMax && qs.Get("facets") == "" {
+			v.FacetsURL = base + "/facets?" + fq.Encode()
+			fq.Set("facets", "1")
+			v.FacetsInline = base + "?" + fq.Encode()
 		} else {
-			h.log.Error("trace list facets", "dataset", d.ID, "err", err)
+			h.facets(q, v, d.ID, base)
 		}
-	}
-	for _, g := range sortedCounts(facets.Hierarchy) {
-		gq := `meta:hierarchy_path.0=` + strconv.Quote(g.Name)
-		if g.Name == "" {
-			gq = `-meta:hierarchy_path.0`
-		}
-		v.Groups = append(v.Groups, group{Name: g.Name, Count: g.Count, URL: base + "?q=" + url.QueryEscape(gq)})
 	}
 	for _, sq := range d.Queries {
 		c := chip{Label: sq.Name, URL: base + "?q=" + url.QueryEscape(sq.Query), Active: sq.Query == v.Query, Count: sq.Count}
@@ -238,8 +242,48 @@ func (h *Handler) tracesPage(q *request) error {
 		}
 		v.Chips = append(v.Chips, chip{Label: f, URL: base + "?q=" + url.QueryEscape(nq), Active: active})
 	}
-	v.Sources, v.Severities = sortedCounts(facets.Sources), sortedCounts(facets.Severities)
 	return q.render("traces", v)
+}
+
+// inlineFacetsMax is the largest dataset whose trace list computes its
+// sidebar counts while rendering.
+var inlineFacetsMax = 5000
+
+// facets fills the sidebar counts of v: every trace of dataset id that
+// v.Query matches.
+func (h *Handler) facets(q *request, v *tracesView, id, base string) {
+	f, err := h.srv.SearchFacets(q.r, q.caller, id, v.Query)
+	if err != nil {
+		h.log.Error("trace list facets", "dataset", id, "err", err)
+		return
+	}
+	for _, g := range sortedCounts(f.Hierarchy) {
+		gq := `meta:hierarchy_path.0=` + strconv.Quote(g.Name)
+		if g.Name == "" {
+			gq = `-meta:hierarchy_path.0`
+		}
+		v.Groups = append(v.Groups, group{Name: g.Name, Count: g.Count, URL: base + "?q=" + url.QueryEscape(gq)})
+	}
+	v.Sources, v.Severities = sortedCounts(f.Sources), sortedCounts(f.Severities)
+}
+
+// facetsFragment serves /u/{user}/{dataset}/facets?q=: the sidebar
+// counts alone, which the trace list's script puts in place.
+func (h *Handler) facetsFragment(q *request) error {
+	d, ref, err := q.datasetFromPath()
+	if err != nil {
+		return err
+	}
+	v := &tracesView{Query: q.r.URL.Query().Get("q")}
+	h.facets(q, v, d.ID, ref.URL())
+	var b bytes.Buffer
+	if err := h.pages["traces"].ExecuteTemplate(&b, "facets", v); err != nil {
+		return fmt.Errorf("render facets: %w", err)
+	}
+	q.w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	q.w.Header().Set("Cache-Control", "no-store")
+	_, err = q.w.Write(b.Bytes())
+	return err
 }
 
 // queryErrorOf places a query error at its code-point position.

@@ -91,6 +91,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /{$}", h.page(h.homePage))
 	m.HandleFunc("POST /datasets/new", h.page(h.datasetCreate))
 	m.HandleFunc("GET /u/{user}/{dataset}", h.page(h.tracesPage))
+	m.HandleFunc("GET /u/{user}/{dataset}/facets", h.page(h.facetsFragment))
 	m.HandleFunc("GET /u/{user}/{dataset}/t/{index}", h.page(h.traceByIndex))
 	m.HandleFunc("GET /trace/{id}", h.page(h.traceByID))
 	m.HandleFunc("POST /trace/{id}/comments", h.page(h.commentAdd))

@@ -395,7 +395,22 @@
       .catch(function () { b.textContent = "unverified"; });
   }
 
-  var features = [listNav, navigator, copyLinks, comments, confirms, upload, triage, backtest, editor, playground, ask, proofBadge];
+
+  // ---- Trace list: load the sidebar counts of a large dataset ---------
+  function facets() {
+    var el = $("[data-facets]");
+    if (!el) return;
+    fetch(el.getAttribute("data-facets"), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html === null) return;
+        var got = new DOMParser().parseFromString(html, "text/html").getElementById("facets");
+        if (got) el.replaceWith(document.importNode(got, true));
+      })
+      .catch(function () { /* keep the link */ });
+  }
+
+  var features = [listNav, navigator, copyLinks, comments, confirms, upload, triage, backtest, editor, playground, ask, proofBadge, facets];
   window.vigilFeatures = features;
   document.addEventListener("DOMContentLoaded", function () {
     features.forEach(function (f) { f(); });
