@@ -302,12 +302,12 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 	if err := s.catchUp(ctx, req.DatasetIDs); err != nil {
 		return nil, err
 	}
+	if win, ok, err := s.searchWindow(ctx, req, q, limit); err != nil || ok {
+		return win, err
+	}
 	c, from, cond, err := s.searchWhere(&req, q, false)
 	if err != nil {
 		return nil, err
-	}
-	if win, ok, err := s.searchWindow(ctx, req, q, limit); err != nil || ok {
-		return win, err
 	}
 	res := &store.SearchResult{Total: -1}
 	if !req.NoTotal {
@@ -389,16 +389,17 @@ func (s *Store) searchPage(ctx context.Context, req *store.SearchRequest, c *com
 func searchWindowSize(limit int) int { return max(20*(limit+1), 100) }
 
 // searchWindow answers a page of an index-ordered, uncounted search of
-// one dataset whose query has a top-level free-text term: it checks every
-// term on the next searchWindowSize(limit) traces from the cursor on (their
+// one dataset: it checks the whole query, free-text terms included, on
+// the next searchWindowSize(limit) traces from the cursor on (their
 // indices bound the scan) instead of collecting every trace the trigram
-// index holds for the term, so a common term costs a page of traces, not
-// the whole dataset. ok is false when the plan does not apply or the
-// window holds too few matches for a full page; the caller then drives
-// the search from the index. Both plans give the same page.
+// index holds for a term, so a common term costs a page of traces, not
+// the whole dataset. ok is false when the plan does not apply (res nil)
+// or the window holds too few matches for a full page (res non-nil: the
+// matches are sparse); the caller then runs the full plan. Both plans
+// give the same page.
 func (s *Store) searchWindow(ctx context.Context, req store.SearchRequest, q *search.Query, limit int) (res *store.SearchResult, ok bool, err error) {
 	ord := searchOrderCol[req.Order]
-	if !req.NoTotal || len(req.DatasetIDs) != 1 || ord.col != "t.idx" || !hasDriver(q) {
+	if !req.NoTotal || len(req.DatasetIDs) != 1 || ord.col != "t.idx" || q.Root == nil {
 		return nil, false, nil
 	}
 	bq := `SELECT idx FROM traces WHERE dataset_id = $1`
@@ -445,7 +446,7 @@ func (s *Store) searchWindow(ctx context.Context, req store.SearchRequest, q *se
 		return nil, false, err
 	}
 	if bounded && next == "" {
-		return nil, false, nil // too few matches in the window: use the index
+		return nil, false, nil // too few matches in the window: the full plan
 	}
 	if req.WithMessages {
 		if err := s.loadMessages(ctx, ts); err != nil {
@@ -453,25 +454,6 @@ func (s *Store) searchWindow(ctx context.Context, req store.SearchRequest, q *se
 		}
 	}
 	return &store.SearchResult{Traces: ts, Total: -1, NextCursor: next}, true, nil
-}
-
-// hasDriver reports whether q has a top-level free-text term the trigram
-// index can answer (three code points or more), as searchWhere picks its
-// driver.
-func hasDriver(q *search.Query) bool {
-	if q.Root == nil {
-		return false
-	}
-	conj := []search.Node{q.Root}
-	if a, ok := q.Root.(*search.And); ok {
-		conj = a.X
-	}
-	for _, n := range conj {
-		if t, ok := n.(*search.Text); ok && utf8.RuneCountInString(search.Fold(t.Value)) >= 3 {
-			return true
-		}
-	}
-	return false
 }
 
 // searchWhere compiles the access rules of req and query q into the FROM
