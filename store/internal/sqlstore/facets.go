@@ -36,20 +36,20 @@ func (s *Store) SearchFacets(ctx context.Context, req store.SearchRequest) (*sto
 		root = `(vigil_jsonb(t.hierarchy_path) ->> 0)`
 		cites = `jsonb_array_length(vigil_jsonb(f.citations))`
 	}
-	// One statement: the matches are found once (a materialized CTE),
-	// then grouped three ways; annotations and findings are joined by
-	// trace id (their trace indexes), never collected into a list.
+	// One statement: the matches are found once (m), their annotations
+	// and findings joined once by trace id (e: their trace indexes), then
+	// grouped three ways.
 	word := `CASE f.severity WHEN 'info' THEN 0 WHEN 'warn' THEN 1 WHEN 'critical' THEN 2 END`
-	sql := `WITH m AS MATERIALIZED (SELECT t.id AS id, ` + root + ` AS h` + from + cond + `)` +
+	sql := `WITH m AS MATERIALIZED (SELECT t.id AS id, ` + root + ` AS h` + from + cond + `),` +
+		` e AS MATERIALIZED (` +
+		`SELECT a.trace_id AS tid, CASE WHEN TRIM(a.source) = '' THEN 'user' ELSE a.source END AS src, 1 AS n, ` + c.severityBucket() + ` AS b` +
+		` FROM m JOIN annotations a ON a.trace_id = m.id` +
+		` UNION ALL SELECT f.run_id, CASE WHEN f.monitor_id = 'mcp-pin' THEN 'mcp-pin' ELSE 'guardrails-error' END,` +
+		` CASE WHEN ` + cites + ` > 0 THEN ` + cites + ` ELSE 1 END, ` + word +
+		` FROM m JOIN findings f ON f.run_id = m.id)` +
 		` SELECT 'h', COALESCE(h, ''), COUNT(*) FROM m GROUP BY h` +
-		` UNION ALL SELECT 's', src, SUM(n) FROM (` +
-		`SELECT CASE WHEN TRIM(a.source) = '' THEN 'user' ELSE a.source END AS src, 1 AS n FROM m JOIN annotations a ON a.trace_id = m.id` +
-		` UNION ALL SELECT CASE WHEN f.monitor_id = 'mcp-pin' THEN 'mcp-pin' ELSE 'guardrails-error' END, CASE WHEN ` + cites + ` > 0 THEN ` + cites + ` ELSE 1 END` +
-		` FROM m JOIN findings f ON f.run_id = m.id) x GROUP BY src` +
-		` UNION ALL SELECT 'v', CAST(b AS TEXT), COUNT(*) FROM (SELECT tid, MAX(b) AS b FROM (` +
-		`SELECT a.trace_id AS tid, ` + c.severityBucket() + ` AS b FROM m JOIN annotations a ON a.trace_id = m.id` +
-		` UNION ALL SELECT f.run_id, ` + word + ` FROM m JOIN findings f ON f.run_id = m.id` +
-		`) y GROUP BY tid) x WHERE b IS NOT NULL GROUP BY b`
+		` UNION ALL SELECT 's', src, SUM(n) FROM e GROUP BY src` +
+		` UNION ALL SELECT 'v', CAST(b AS TEXT), COUNT(*) FROM (SELECT tid, MAX(b) AS b FROM e GROUP BY tid) x WHERE b IS NOT NULL GROUP BY b`
 	rows, err := s.b.Reader().Query(ctx, sql, c.p.args...)
 	if err != nil {
 		return nil, fmt.Errorf("search facets %q: %w", req.Query, err)
