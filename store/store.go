@@ -118,6 +118,7 @@ type Store interface {
 	MonitorQueue
 	MCP
 	Facets
+	EventRanges
 }
 
 // SearchIndex builds the search index off the write path. Writes list

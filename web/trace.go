@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -35,9 +36,10 @@ func (h *Handler) traceByID(q *request) error {
 }
 
 func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
-	var t apiTrace
-	if err := q.api("GET", "/api/v1/trace/"+url.PathEscape(id)+"?include_annotations=true&max_length=1000000000", nil, &t); err != nil {
-		if ae := asAPIError(err); ae != nil && ae.Status == 404 {
+	page, _ := strconv.Atoi(q.r.URL.Query().Get("page"))
+	t, err := h.traceWindow(q, id, max(0, page))
+	if err != nil {
+		if ae := asAPIError(err); ae != nil && (ae.Status == 404 || ae.Status == 403 || ae.Status == 401) {
 			if q.caller == nil {
 				return q.needLogin()
 			}
@@ -45,7 +47,7 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 		}
 		return err
 	}
-	v := &traceView{Layout: q.layout("Trace"), T: &t, Query: q.r.URL.Query().Get("q")}
+	v := &traceView{Layout: q.layout("Trace"), T: t, Query: q.r.URL.Query().Get("q")}
 	v.Section = "traces"
 	if t.Name != nil && *t.Name != "" {
 		v.Name = *t.Name
@@ -67,7 +69,7 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 	v.CanDelete = q.caller != nil && q.caller.CanWrite() && (q.caller.User.ID == t.UserID || q.caller.IsAdmin())
 	v.Metadata = pretty(t.ExtraMetadata)
 	v.Created = shortTime(t.TimeCreated)
-	v.Source = traceSource(&t)
+	v.Source = traceSource(t)
 	v.Proof = h.proofBadge(q, t.ID)
 	if v.CanDelete && h.srv.SharingEnabled() {
 		var sh struct {
@@ -152,6 +154,31 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 	from, to := v.Page*eventsPerPage, min(n, (v.Page+1)*eventsPerPage)
 	v.Events = buildEvents(t.Messages, from, to, ms)
 	return q.render("trace", v)
+}
+
+// traceWindow reads trace id with the events of event page `page` only
+// (the others are null; a long trace is never read whole), or of its
+// last page when page is past it.
+func (h *Handler) traceWindow(q *request, id string, page int) (*apiTrace, error) {
+	read := func(page int) (*apiTrace, error) {
+		body, err := h.srv.TraceWindow(q.r, q.caller, id, page*eventsPerPage, (page+1)*eventsPerPage)
+		if err != nil {
+			return nil, err
+		}
+		var t apiTrace
+		if err := json.Unmarshal(body, &t); err != nil {
+			return nil, fmt.Errorf("decode trace %s: %w", id, err)
+		}
+		return &t, nil
+	}
+	t, err := read(page)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(t.Messages); n > 0 && page*eventsPerPage >= n {
+		return read((n - 1) / eventsPerPage)
+	}
+	return t, nil
 }
 
 // traceSource names where a trace came from (web-ui.md §2 header).
