@@ -67,7 +67,7 @@ type askLink struct {
 	Why     string // evidence: why it was chosen; dropped: the check that failed
 }
 
-var citeMark = regexp.MustCompile(`\[(\d+)\]`)
+var citeMark = regexp.MustCompile(`\[([1-9][0-9]*)\]`)
 
 // askPost answers a question (POST /ask) as the page's caller.
 func (h *Handler) askPost(q *request) error {

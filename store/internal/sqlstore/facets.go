@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -30,17 +31,15 @@ func (s *Store) SearchFacets(ctx context.Context, req store.SearchRequest) (*sto
 	}
 	out := &store.SearchFacets{Hierarchy: map[string]int{}, Sources: map[string]int{}, Severities: map[string]int{}}
 	pg := c.pg()
-	root := `json_extract(t.hierarchy_path, '$[0]')`
 	cites := `json_array_length(f.citations)`
 	if pg {
-		root = `(vigil_jsonb(t.hierarchy_path) ->> 0)`
 		cites = `jsonb_array_length(vigil_jsonb(f.citations))`
 	}
 	// One statement: the matches are found once (m), their annotations
 	// and findings joined once by trace id (e: their trace indexes), then
 	// grouped three ways.
 	word := `CASE f.severity WHEN 'info' THEN 0 WHEN 'warn' THEN 1 WHEN 'critical' THEN 2 END`
-	sql := `WITH m AS MATERIALIZED (SELECT t.id AS id, ` + root + ` AS h` + from + cond + `),` +
+	sql := `WITH m AS MATERIALIZED (SELECT t.id AS id, t.hierarchy_path AS h` + from + cond + `),` +
 		` e AS MATERIALIZED (` +
 		`SELECT a.trace_id AS tid, CASE WHEN TRIM(a.source) = '' THEN 'user' ELSE a.source END AS src, 1 AS n, ` + c.severityBucket() + ` AS b` +
 		` FROM m JOIN annotations a ON a.trace_id = m.id` +
@@ -62,8 +61,16 @@ func (s *Store) SearchFacets(ctx context.Context, req store.SearchRequest) (*sto
 			return nil, fmt.Errorf("search facets %q: %w", req.Query, err)
 		}
 		switch kind {
-		case "h":
-			out.Hierarchy[k] += n
+		case "h": // a whole hierarchy_path (JSON text): few distinct ones
+			var path []string
+			if err := json.Unmarshal([]byte(k), &path); err != nil {
+				return nil, fmt.Errorf("search facets %q: hierarchy_path %q: %w", req.Query, k, err)
+			}
+			root := ""
+			if len(path) > 0 {
+				root = path[0]
+			}
+			out.Hierarchy[root] += n
 		case "s":
 			out.Sources[k] += n
 		case "v":
