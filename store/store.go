@@ -118,6 +118,8 @@ type Store interface {
 	MonitorQueue
 	MCP
 	OTLPSpans
+	Facets
+	EventRanges
 }
 
 // SearchIndex builds the search index off the write path. Writes list

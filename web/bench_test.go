@@ -76,7 +76,13 @@ func BenchmarkTraceListPage(b *testing.B) {
 	b.Run("first", func(b *testing.B) { servePage(b, e, "/u/admin/big") })
 	b.Run("search", func(b *testing.B) { servePage(b, e, "/u/admin/big?q=%22question+4242+%22") })
 	b.Run("filter", func(b *testing.B) { servePage(b, e, "/u/admin/big?q=meta%3Aname%3D%22run+77777%22") })
-	b.Run("broad", func(b *testing.B) { servePage(b, e, "/u/admin/big?q=sunny") }) // matches every trace
+	b.Run("broad", func(b *testing.B) { servePage(b, e, "/u/admin/big?q=sunny") })                // matches every trace
+	b.Run("rare", func(b *testing.B) { servePage(b, e, "/u/admin/big?q=%22question+99999+%22") }) // the last trace only
+	// The sidebar counts of the whole dataset and of searches (loaded by
+	// the page's script after the list).
+	b.Run("facets", func(b *testing.B) { servePage(b, e, "/u/admin/big/facets") })
+	b.Run("facets-filter", func(b *testing.B) { servePage(b, e, "/u/admin/big/facets?q=meta%3Aname%3D%22run+77777%22") })
+	b.Run("facets-broad", func(b *testing.B) { servePage(b, e, "/u/admin/big/facets?q=sunny") })
 }
 
 func BenchmarkTracePage(b *testing.B) {

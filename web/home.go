@@ -52,6 +52,7 @@ type homeDataset struct {
 	DatasetRef
 	Public     bool
 	Traces     int
+	Events     int64 // the sum of its traces' events
 	LastPush   string
 	Open       map[string]int // open findings by severity
 	Guardrails int            // enabled
@@ -95,6 +96,18 @@ func (h *Handler) renderHome(q *request, v *homeView) error {
 		}
 		byID[d.ID] = len(v.Datasets)
 		v.Datasets = append(v.Datasets, hd)
+	}
+	// Events: one grouped query over the datasets listed.
+	ids := make([]string, 0, len(v.Datasets))
+	for _, d := range v.Datasets {
+		ids = append(ids, d.ID)
+	}
+	if ev, err := q.store().CountEvents(ctx, ids); err == nil {
+		for i := range v.Datasets {
+			v.Datasets[i].Events = ev[v.Datasets[i].ID]
+		}
+	} else {
+		h.log.Error("count events", "err", err)
 	}
 	// Open findings by severity, grouped by the dataset of their run.
 	f := store.FindingFilter{Status: []string{store.FindingOpen}, Limit: 5000}

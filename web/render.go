@@ -21,7 +21,7 @@ import (
 // each. New fails when a page file is not registered or a registered page
 // has no file.
 var pageNames = []string{"login", "home", "traces", "trace", "guardrails", "findings",
-	"dsettings", "proof", "playground", "mcp", "settings", "error"}
+	"dsettings", "proof", "playground", "mcp", "settings", "error", "ask"}
 
 // Layout is what the base template needs on every page.
 type Layout struct {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -35,9 +36,10 @@ func (h *Handler) traceByID(q *request) error {
 }
 
 func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
-	var t apiTrace
-	if err := q.api("GET", "/api/v1/trace/"+url.PathEscape(id)+"?include_annotations=true&max_length=1000000000", nil, &t); err != nil {
-		if ae := asAPIError(err); ae != nil && ae.Status == 404 {
+	page, _ := strconv.Atoi(q.r.URL.Query().Get("page"))
+	t, err := h.traceWindow(q, id, max(0, page))
+	if err != nil {
+		if ae := asAPIError(err); ae != nil && (ae.Status == 404 || ae.Status == 403 || ae.Status == 401) {
 			if q.caller == nil {
 				return q.needLogin()
 			}
@@ -45,7 +47,7 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 		}
 		return err
 	}
-	v := &traceView{Layout: q.layout("Trace"), T: &t, Query: q.r.URL.Query().Get("q")}
+	v := &traceView{Layout: q.layout("Trace"), T: t, Query: q.r.URL.Query().Get("q")}
 	v.Section = "traces"
 	if t.Name != nil && *t.Name != "" {
 		v.Name = *t.Name
@@ -60,11 +62,14 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 		ref.Owner = q.caller != nil && (q.caller.User.ID == t.UserID || q.caller.IsAdmin())
 	}
 	v.Dataset = ref
+	if h.asker != nil {
+		v.Ask = &askBox{TraceID: t.ID, Scope: "this trace", Back: q.r.URL.RequestURI()}
+	}
 	v.CanComment = q.caller != nil && q.caller.CanWrite()
 	v.CanDelete = q.caller != nil && q.caller.CanWrite() && (q.caller.User.ID == t.UserID || q.caller.IsAdmin())
 	v.Metadata = pretty(t.ExtraMetadata)
 	v.Created = shortTime(t.TimeCreated)
-	v.Source = traceSource(&t)
+	v.Source = traceSource(t)
 	v.Proof = h.proofBadge(q, t.ID)
 	if v.CanDelete && h.srv.SharingEnabled() {
 		var sh struct {
@@ -151,6 +156,31 @@ func (h *Handler) renderTrace(q *request, id string, ref *DatasetRef) error {
 	return q.render("trace", v)
 }
 
+// traceWindow reads trace id with the events of event page `page` only
+// (the others are null; a long trace is never read whole), or of its
+// last page when page is past it.
+func (h *Handler) traceWindow(q *request, id string, page int) (*apiTrace, error) {
+	read := func(page int) (*apiTrace, error) {
+		body, err := h.srv.TraceWindow(q.r, q.caller, id, page*eventsPerPage, (page+1)*eventsPerPage)
+		if err != nil {
+			return nil, err
+		}
+		var t apiTrace
+		if err := json.Unmarshal(body, &t); err != nil {
+			return nil, fmt.Errorf("decode trace %s: %w", id, err)
+		}
+		return &t, nil
+	}
+	t, err := read(page)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(t.Messages); n > 0 && page*eventsPerPage >= n {
+		return read((n - 1) / eventsPerPage)
+	}
+	return t, nil
+}
+
 // traceSource names where a trace came from (web-ui.md §2 header).
 func traceSource(t *apiTrace) string {
 	md, _ := members(t.ExtraMetadata)
@@ -169,9 +199,12 @@ func traceSource(t *apiTrace) string {
 	return "push or upload"
 }
 
-// proofBadge is the run's proof status from its ledger session:
-// "tampered" when verification failed, "unsigned" without a signature,
-// else "signed" (the proof page verifies on demand).
+// proofBadge is the run's proof status from its ledger session, without
+// verifying (which reads every receipt; the page must not wait for it):
+// "tampered" when a verification already failed, "unsigned" without a
+// signature, else "unverified", which app.js turns into "verified" or
+// "tampered" by calling GET /api/v1/runs/{id}/verify (without
+// JavaScript the badge links to the proof page, which verifies).
 func (h *Handler) proofBadge(q *request, id string) string {
 	var sess struct {
 		Status string `json:"status"`
@@ -189,7 +222,7 @@ func (h *Handler) proofBadge(q *request, id string) string {
 	case sess.Signer == "" || sess.Signer == "none":
 		return "unsigned"
 	}
-	return "signed"
+	return "unverified"
 }
 
 // commentAdd adds a user comment at an address (explorer-api §6).

@@ -1,7 +1,9 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -53,6 +55,10 @@ type tracesView struct {
 	Groups     []group
 	Sources    []countRow
 	Severities []countRow
+	Ask        *askBox // nil: no asker
+	// FacetsURL, when set, is where the script loads the sidebar counts
+	// from; FacetsInline the page with them computed (without script).
+	FacetsURL, FacetsInline string
 }
 
 type queryErrorView struct {
@@ -150,6 +156,9 @@ func (h *Handler) tracesPage(q *request) error {
 	qs := q.r.URL.Query()
 	v := &tracesView{Layout: q.layout(d.Name), DS: d, Query: qs.Get("q"), Sort: qs.Get("sort"), Sorts: traceSorts}
 	v.Dataset, v.Section = ref, "traces"
+	if h.asker != nil {
+		v.Ask = &askBox{Dataset: d.ID, Scope: ref.User + "/" + d.Name, Back: q.r.URL.RequestURI()}
+	}
 	if v.Sort != "" && !contains(traceSorts, v.Sort) {
 		v.Sort = ""
 	}
@@ -170,7 +179,6 @@ func (h *Handler) tracesPage(q *request) error {
 		v.Total = *d.NumTraces
 	}
 	base := ref.URL()
-	groups := map[string]int{}
 	for _, t := range res.Traces {
 		row := traceRow{Index: t.Index, URL: base + "/t/" + strconv.FormatInt(t.Index, 10), Time: shortTime(t.TimeCreated), Events: t.MessageCount}
 		if v.Query != "" {
@@ -192,11 +200,6 @@ func (h *Handler) tracesPage(q *request) error {
 		}
 		sort.Strings(row.Snippets)
 		v.Rows = append(v.Rows, row)
-		if len(t.HierarchyPath) > 0 {
-			groups[t.HierarchyPath[0]]++
-		} else {
-			groups[""]++
-		}
 	}
 	if res.NextCursor != nil {
 		nq := url.Values{"cursor": {*res.NextCursor}}
@@ -208,12 +211,21 @@ func (h *Handler) tracesPage(q *request) error {
 		}
 		v.Next = base + "?" + nq.Encode()
 	}
-	for _, g := range sortedCounts(groups) {
-		gq := `meta:hierarchy_path.0=` + strconv.Quote(g.Name)
-		if g.Name == "" {
-			gq = `-meta:hierarchy_path.0`
+	// The sidebar counts cover every trace the query matches, not the
+	// page: inline for small datasets (or when asked), else the page's
+	// script loads them from /facets after the list is shown.
+	if v.QueryError == nil {
+		fq := url.Values{}
+		if v.Query != "" {
+			fq.Set("q", v.Query)
 		}
-		v.Groups = append(v.Groups, group{Name: g.Name, Count: g.Count, URL: base + "?q=" + url.QueryEscape(gq)})
+		if d.NumTraces != nil && *d.NumTraces > inlineFacetsMax && qs.Get("facets") == "" {
+			v.FacetsURL = base + "/facets?" + fq.Encode()
+			fq.Set("facets", "1")
+			v.FacetsInline = base + "?" + fq.Encode()
+		} else {
+			h.facets(q, v, d.ID, base)
+		}
 	}
 	for _, sq := range d.Queries {
 		c := chip{Label: sq.Name, URL: base + "?q=" + url.QueryEscape(sq.Query), Active: sq.Query == v.Query, Count: sq.Count}
@@ -230,17 +242,48 @@ func (h *Handler) tracesPage(q *request) error {
 		}
 		v.Chips = append(v.Chips, chip{Label: f, URL: base + "?q=" + url.QueryEscape(nq), Active: active})
 	}
-	srcTotals, sevTotals := map[string]int{}, map[string]int{}
-	for _, t := range res.Traces {
-		for s, n := range t.BySource {
-			srcTotals[s] += n
-		}
-		if t.MaxSeverity != nil {
-			sevTotals[*t.MaxSeverity]++
-		}
-	}
-	v.Sources, v.Severities = sortedCounts(srcTotals), sortedCounts(sevTotals)
 	return q.render("traces", v)
+}
+
+// inlineFacetsMax is the largest dataset whose trace list computes its
+// sidebar counts while rendering.
+var inlineFacetsMax = 5000
+
+// facets fills the sidebar counts of v: every trace of dataset id that
+// v.Query matches.
+func (h *Handler) facets(q *request, v *tracesView, id, base string) {
+	f, err := h.srv.SearchFacets(q.r, q.caller, id, v.Query)
+	if err != nil {
+		h.log.Error("trace list facets", "dataset", id, "err", err)
+		return
+	}
+	for _, g := range sortedCounts(f.Hierarchy) {
+		gq := `meta:hierarchy_path.0=` + strconv.Quote(g.Name)
+		if g.Name == "" {
+			gq = `-meta:hierarchy_path.0`
+		}
+		v.Groups = append(v.Groups, group{Name: g.Name, Count: g.Count, URL: base + "?q=" + url.QueryEscape(gq)})
+	}
+	v.Sources, v.Severities = sortedCounts(f.Sources), sortedCounts(f.Severities)
+}
+
+// facetsFragment serves /u/{user}/{dataset}/facets?q=: the sidebar
+// counts alone, which the trace list's script puts in place.
+func (h *Handler) facetsFragment(q *request) error {
+	d, ref, err := q.datasetFromPath()
+	if err != nil {
+		return err
+	}
+	v := &tracesView{Query: q.r.URL.Query().Get("q")}
+	h.facets(q, v, d.ID, ref.URL())
+	var b bytes.Buffer
+	if err := h.pages["traces"].ExecuteTemplate(&b, "facets", v); err != nil {
+		return fmt.Errorf("render facets: %w", err)
+	}
+	q.w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	q.w.Header().Set("Cache-Control", "no-store")
+	_, err = q.w.Write(b.Bytes())
+	return err
 }
 
 // queryErrorOf places a query error at its code-point position.

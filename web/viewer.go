@@ -84,6 +84,7 @@ func severityOf(raw json.RawMessage) string {
 // traceView is the viewer page.
 type traceView struct {
 	Layout
+	Ask        *askBox // nil: no asker
 	T          *apiTrace
 	Name       string
 	Created    string

@@ -42,6 +42,7 @@ type Handler struct {
 	mux    *http.ServeMux
 	pages  map[string]*template.Template
 	static map[string]staticFile // by name, e.g. "css/app.css"
+	asker  server.Asker          // nil: no ask box (SetAsker)
 }
 
 type staticFile struct {
@@ -90,6 +91,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /{$}", h.page(h.homePage))
 	m.HandleFunc("POST /datasets/new", h.page(h.datasetCreate))
 	m.HandleFunc("GET /u/{user}/{dataset}", h.page(h.tracesPage))
+	m.HandleFunc("GET /u/{user}/{dataset}/facets", h.page(h.facetsFragment))
 	m.HandleFunc("GET /u/{user}/{dataset}/t/{index}", h.page(h.traceByIndex))
 	m.HandleFunc("GET /trace/{id}", h.page(h.traceByID))
 	m.HandleFunc("POST /trace/{id}/comments", h.page(h.commentAdd))
@@ -118,6 +120,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /settings/users/{id}", h.page(h.userUpdate))
 	m.HandleFunc("POST /u/{user}/{dataset}/queries", h.page(h.querySave))
 	m.HandleFunc("POST /u/{user}/{dataset}/queries/{id}/delete", h.page(h.queryDelete))
+	m.HandleFunc("POST /ask", h.page(h.askPost))
 	m.HandleFunc("/", h.page(h.notFoundPage))
 }
 

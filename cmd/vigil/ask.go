@@ -53,14 +53,15 @@ func askFlags(fs *flag.FlagSet, fc *fileConfig) func() ask.Config {
 	}
 }
 
-// mountAsk serves POST /api/v1/ask on srv with cfg.
-func mountAsk(srv *server.Server, cfg ask.Config) error {
+// mountAsk serves POST /api/v1/ask on srv with cfg and returns the
+// service, which the web UI's ask box uses too.
+func mountAsk(srv *server.Server, cfg ask.Config) (*ask.Service, error) {
 	svc, err := ask.New(srv, cfg)
 	if err != nil {
-		return fmt.Errorf("ask: %w", err)
+		return nil, fmt.Errorf("ask: %w", err)
 	}
 	srv.Mount("POST /api/v1/ask", ask.Handler(srv, svc))
-	return nil
+	return svc, nil
 }
 
 func runAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {

@@ -34,7 +34,7 @@ func startAskServer(t *testing.T, cfg ask.Config) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	if err := mountAsk(srv, cfg); err != nil {
+	if _, err := mountAsk(srv, cfg); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)

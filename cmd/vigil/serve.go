@@ -190,7 +190,8 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	if err := mountAsk(srv, askCfg()); err != nil {
+	asker, err := mountAsk(srv, askCfg())
+	if err != nil {
 		srv.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -199,6 +200,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		srv.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
+	ui.SetAsker(asker) // the ask box on trace list and trace pages
 	srv.Mount("/", ui)
 	// Headers must arrive within ReadHeaderTimeout and a kept-alive
 	// connection may idle IdleTimeout; bodies have the server's per-read

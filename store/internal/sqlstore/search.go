@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -287,7 +288,7 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", req.Query, err)
 	}
-	ord, ok := searchOrderCol[req.Order]
+	_, ok := searchOrderCol[req.Order]
 	if !ok {
 		return nil, fmt.Errorf("search: unknown order %d", req.Order)
 	}
@@ -301,67 +302,12 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 	if err := s.catchUp(ctx, req.DatasetIDs); err != nil {
 		return nil, err
 	}
-	c := &compiler{s: s, req: &req}
-	var where []string
-	switch {
-	case req.AllOwners:
-	case req.Public:
-		where = append(where, `(t.owner_id = `+c.p.add(req.OwnerID)+` OR t.dataset_id IN (SELECT id FROM datasets WHERE is_public))`)
-	default:
-		where = append(where, `t.owner_id = `+c.p.add(req.OwnerID))
+	if win, ok, err := s.searchWindow(ctx, req, q, limit); err != nil || ok {
+		return win, err
 	}
-	if req.DatasetIDs != nil {
-		c.p.add(s.b.ListArg(req.DatasetIDs))
-		where = append(where, s.b.In("t.dataset_id", c.p.n()))
-	}
-	if q.Root != nil {
-		// The longest positive top-level term drives the search through
-		// the index; the other top-level terms are verified per candidate.
-		conj := []search.Node{q.Root}
-		if a, ok := q.Root.(*search.And); ok {
-			conj = a.X
-		}
-		driver := -1
-		for i, n := range conj {
-			if t, ok := n.(*search.Text); ok && utf8.RuneCountInString(search.Fold(t.Value)) >= 3 &&
-				(driver < 0 || utf8.RuneCountInString(t.Value) > utf8.RuneCountInString(conj[driver].(*search.Text).Value)) {
-				driver = i
-			}
-		}
-		for i, n := range conj {
-			if t, ok := n.(*search.Text); ok && i != driver {
-				where = append(where, c.textScan(t.Value))
-				continue
-			}
-			if i == driver && c.pg() {
-				// An array from an InitPlan: PostgreSQL then drives from
-				// the trigram index whatever its statistics say (right
-				// after a bulk load, before ANALYZE, a semi-join plan
-				// scanned every trace).
-				f := search.Fold(n.(*search.Text).Value)
-				where = append(where, `t.id = ANY(ARRAY(SELECT DISTINCT s.trace_id FROM search_text s WHERE s.text LIKE `+
-					c.p.add("%"+escapeLike(f)+"%")+` ESCAPE '\'))`)
-				continue
-			}
-			w, err := c.node(n)
-			if err != nil {
-				return nil, err
-			}
-			where = append(where, w)
-		}
-	}
-	from := ` FROM traces t`
-	md := `vigil_jsonb(t.metadata)`
-	if c.metaPaths > 1 {
-		// Several comparisons: parse the metadata once per row (OFFSET 0
-		// keeps PostgreSQL from inlining the subquery). One comparison
-		// parses it in place, which lets the planner filter first.
-		from += `, LATERAL (SELECT vigil_jsonb(t.metadata) AS md OFFSET 0) m`
-		md = `m.md`
-	}
-	cond := ""
-	if len(where) > 0 {
-		cond = ` WHERE ` + strings.ReplaceAll(strings.Join(where, ` AND `), metadataMarker, md)
+	c, from, cond, err := s.searchWhere(&req, q, false)
+	if err != nil {
+		return nil, err
 	}
 	res := &store.SearchResult{Total: -1}
 	if !req.NoTotal {
@@ -373,11 +319,30 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 		}
 		res.Total, res.TotalIsEstimate = min(n, store.MaxSearchTotal), n > store.MaxSearchTotal
 	}
+	ts, next, err := s.searchPage(ctx, &req, c, from, cond, limit)
+	if err != nil {
+		return nil, err
+	}
+	res.NextCursor = next
+	if req.WithMessages {
+		if err := s.loadMessages(ctx, ts); err != nil {
+			return nil, fmt.Errorf("search %q: %w", req.Query, err)
+		}
+	}
+	res.Traces = ts
+	return res, nil
+}
+
+// searchPage runs the page query of a search: the matches of from and
+// cond after req.Cursor in req.Order, at most limit, and the cursor of the
+// next page ("" = none).
+func (s *Store) searchPage(ctx context.Context, req *store.SearchRequest, c *compiler, from, cond string, limit int) ([]*store.Trace, string, error) {
+	ord := searchOrderCol[req.Order]
 	if req.Cursor != "" {
 		var cur searchCursor
 		raw, err := base64.RawURLEncoding.DecodeString(req.Cursor)
 		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.ID == "" {
-			return nil, fmt.Errorf("search cursor %q: %w", req.Cursor, store.ErrInvalidCursor)
+			return nil, "", fmt.Errorf("search cursor %q: %w", req.Cursor, store.ErrInvalidCursor)
 		}
 		cmp := ">"
 		if ord.desc {
@@ -400,7 +365,7 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 		` ORDER BY ` + ord.col + dir + `, t.id LIMIT ` + c.p.add(int64(limit+1))
 	ts, err := s.queryTraces(ctx, sql, c.p.args...)
 	if err != nil {
-		return nil, fmt.Errorf("search %q: %w", req.Query, err)
+		return nil, "", fmt.Errorf("search %q: %w", req.Query, err)
 	}
 	if len(ts) > limit {
 		ts = ts[:limit]
@@ -413,15 +378,155 @@ func (s *Store) Search(ctx context.Context, req store.SearchRequest) (*store.Sea
 			k = micros(last.TimeLastPushed)
 		}
 		raw, _ := json.Marshal(searchCursor{k, last.ID})
-		res.NextCursor = base64.RawURLEncoding.EncodeToString(raw)
+		return ts, base64.RawURLEncoding.EncodeToString(raw), nil
+	}
+	return ts, "", nil
+}
+
+// searchWindowSize is how many traces, in index order, the window plan
+// checks the free-text terms of a page of limit traces on before it
+// falls back to the index: 1,020 for the UI's pages of 50.
+func searchWindowSize(limit int) int { return max(20*(limit+1), 100) }
+
+// searchWindow answers a page of an index-ordered, uncounted search of
+// one dataset: it checks the whole query, free-text terms included, on
+// the next searchWindowSize(limit) traces from the cursor on (their
+// indices bound the scan) instead of collecting every trace the trigram
+// index holds for a term, so a common term costs a page of traces, not
+// the whole dataset. ok is false when the plan does not apply (res nil)
+// or the window holds too few matches for a full page (res non-nil: the
+// matches are sparse); the caller then runs the full plan. Both plans
+// give the same page.
+func (s *Store) searchWindow(ctx context.Context, req store.SearchRequest, q *search.Query, limit int) (res *store.SearchResult, ok bool, err error) {
+	ord := searchOrderCol[req.Order]
+	if !req.NoTotal || len(req.DatasetIDs) != 1 || ord.col != "t.idx" || q.Root == nil {
+		return nil, false, nil
+	}
+	bq := `SELECT idx FROM traces WHERE dataset_id = $1`
+	args := []any{req.DatasetIDs[0]}
+	cmp, dir := ">", ""
+	if ord.desc {
+		cmp, dir = "<", " DESC"
+	}
+	if req.Cursor != "" {
+		var cur searchCursor
+		raw, err := base64.RawURLEncoding.DecodeString(req.Cursor)
+		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.ID == "" {
+			return nil, false, fmt.Errorf("search cursor %q: %w", req.Cursor, store.ErrInvalidCursor)
+		}
+		bq += ` AND idx ` + cmp + ` $2`
+		args = append(args, cur.K)
+	}
+	bq += ` ORDER BY idx` + dir + ` LIMIT 1 OFFSET ` + strconv.Itoa(searchWindowSize(limit))
+	var bound int64
+	bounded := true
+	if err := s.b.Reader().QueryRow(ctx, bq, args...).Scan(&bound); errors.Is(err, ErrNoRows) {
+		bounded = false // the window reaches the end of the dataset
+	} else if err != nil {
+		return nil, false, fmt.Errorf("search %q: window: %w", req.Query, err)
+	}
+	c, from, cond, err := s.searchWhere(&req, q, true)
+	if err != nil {
+		return nil, false, err
+	}
+	if bounded {
+		op := `<` // the window: the traces before the bound
+		if ord.desc {
+			op = `>`
+		}
+		w := `t.idx ` + op + ` ` + c.p.add(bound)
+		if cond == "" {
+			cond = ` WHERE ` + w
+		} else {
+			cond += ` AND ` + w
+		}
+	}
+	ts, next, err := s.searchPage(ctx, &req, c, from, cond, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	if bounded && next == "" {
+		return nil, false, nil // too few matches in the window: the full plan
 	}
 	if req.WithMessages {
 		if err := s.loadMessages(ctx, ts); err != nil {
-			return nil, fmt.Errorf("search %q: %w", req.Query, err)
+			return nil, false, fmt.Errorf("search %q: %w", req.Query, err)
 		}
 	}
-	res.Traces = ts
-	return res, nil
+	return &store.SearchResult{Traces: ts, Total: -1, NextCursor: next}, true, nil
+}
+
+// searchWhere compiles the access rules of req and query q into the FROM
+// clause and WHERE condition ("" = none) on traces t that select every
+// match; c holds the parameters. scanDriver checks every free-text term
+// per candidate instead of driving the search from the trigram index
+// (the window plan of Search).
+func (s *Store) searchWhere(req *store.SearchRequest, q *search.Query, scanDriver bool) (c *compiler, from, cond string, err error) {
+	c = &compiler{s: s, req: req}
+	var where []string
+	switch {
+	case req.AllOwners:
+	case req.Public:
+		where = append(where, `(t.owner_id = `+c.p.add(req.OwnerID)+` OR t.dataset_id IN (SELECT id FROM datasets WHERE is_public))`)
+	default:
+		where = append(where, `t.owner_id = `+c.p.add(req.OwnerID))
+	}
+	if req.DatasetIDs != nil {
+		c.p.add(s.b.ListArg(req.DatasetIDs))
+		where = append(where, s.b.In("t.dataset_id", c.p.n()))
+	}
+	if q.Root != nil {
+		// The longest positive top-level term drives the search through
+		// the index; the other top-level terms are verified per candidate.
+		conj := []search.Node{q.Root}
+		if a, ok := q.Root.(*search.And); ok {
+			conj = a.X
+		}
+		driver := -1
+		for i, n := range conj {
+			if scanDriver {
+				break
+			}
+			if t, ok := n.(*search.Text); ok && utf8.RuneCountInString(search.Fold(t.Value)) >= 3 &&
+				(driver < 0 || utf8.RuneCountInString(t.Value) > utf8.RuneCountInString(conj[driver].(*search.Text).Value)) {
+				driver = i
+			}
+		}
+		for i, n := range conj {
+			if t, ok := n.(*search.Text); ok && i != driver {
+				where = append(where, c.textScan(t.Value))
+				continue
+			}
+			if i == driver && c.pg() {
+				// An array from an InitPlan: PostgreSQL then drives from
+				// the trigram index whatever its statistics say (right
+				// after a bulk load, before ANALYZE, a semi-join plan
+				// scanned every trace).
+				f := search.Fold(n.(*search.Text).Value)
+				where = append(where, `t.id = ANY(ARRAY(SELECT DISTINCT s.trace_id FROM search_text s WHERE s.text LIKE `+
+					c.p.add("%"+escapeLike(f)+"%")+` ESCAPE '\'))`)
+				continue
+			}
+			w, err := c.node(n)
+			if err != nil {
+				return nil, "", "", err
+			}
+			where = append(where, w)
+		}
+	}
+	from = ` FROM traces t`
+	md := `vigil_jsonb(t.metadata)`
+	if c.metaPaths > 1 {
+		// Several comparisons: parse the metadata once per row (OFFSET 0
+		// keeps PostgreSQL from inlining the subquery). One comparison
+		// parses it in place, which lets the planner filter first.
+		from += `, LATERAL (SELECT vigil_jsonb(t.metadata) AS md OFFSET 0) m`
+		md = `m.md`
+	}
+	if len(where) > 0 {
+		cond = ` WHERE ` + strings.ReplaceAll(strings.Join(where, ` AND `), metadataMarker, md)
+	}
+	return c, from, cond, nil
 }
 
 // compiler turns query nodes into SQL conditions on traces t.
@@ -633,9 +738,49 @@ func (c *compiler) is(name string) string {
 // meta compiles a metadata filter: vigil_meta (search.Meta.Match) on
 // SQLite, the same semantics over jsonb on PostgreSQL.
 func (c *compiler) meta(m *search.Meta) string {
+	pre := c.metaPrefilter(m)
 	if !c.pg() {
-		return `vigil_meta(t.metadata, ` + c.p.add(m.String()) + `) = 1`
+		w := `vigil_meta(t.metadata, ` + c.p.add(m.String()) + `)`
+		if pre != "" {
+			w = `CASE WHEN ` + pre + ` THEN 0 ELSE ` + w + ` END`
+		}
+		return w + ` = 1`
 	}
+	if pre != "" {
+		return `(CASE WHEN ` + pre + ` THEN FALSE ELSE ` + c.metaJSON(m) + ` END)`
+	}
+	return c.metaJSON(m)
+}
+
+// metaPrefilter is a condition on the metadata text under which m cannot
+// match, "" when there is none: for a string equality or containment,
+// the value does not occur in the text, which has no escape (without a
+// backslash, every JSON string's value is in the text as it is; SQLite's
+// lower() and lower() under "C" fold ASCII only, as LowerASCII). It
+// spares parsing the metadata of the rows that cannot match.
+func (c *compiler) metaPrefilter(m *search.Meta) string {
+	if m.Value == "" || (m.Op != "%" && (m.Op != "=" || m.Kind != search.KindString)) {
+		return ""
+	}
+	find := func(hay, needle string) string {
+		if c.pg() {
+			return `strpos(` + hay + `, ` + needle + `) = 0`
+		}
+		return `instr(` + hay + `, ` + needle + `) = 0`
+	}
+	hay, val := `t.metadata`, m.Value
+	if m.Op == "%" {
+		hay, val = `lower(t.metadata)`, search.LowerASCII(m.Value)
+		if c.pg() {
+			hay = `lower(t.metadata COLLATE "C")`
+		}
+	}
+	v := c.p.add(val)
+	return `(` + find(hay, v) + ` AND ` + find(`t.metadata`, `'\'`) + `)`
+}
+
+// metaJSON is the PostgreSQL form of a metadata filter over jsonb.
+func (c *compiler) metaJSON(m *search.Meta) string {
 	var alts []string
 	for _, path := range m.Paths() {
 		if (m.Kind == search.KindNull && m.Op != "=" && m.Op != "" && m.Op != "%") ||

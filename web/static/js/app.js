@@ -346,7 +346,71 @@
     save();
   }
 
-  var features = [listNav, navigator, copyLinks, comments, confirms, upload, triage, backtest, editor, playground];
+
+  // ---- Ask box: post the form, show the answer page's answer in place --
+  function ask() {
+    var form = $("form[data-ask]"), out = $("#ask-result");
+    if (!form || !out) return;
+    form.addEventListener("submit", function (e) {
+      e.preventDefault();
+      var btn = form.querySelector("button");
+      btn.disabled = true; out.setAttribute("aria-busy", "true");
+      out.textContent = "Asking…";
+      fetch(form.action, { method: "POST", body: new FormData(form), credentials: "same-origin" })
+        .then(function (r) { return r.text(); })
+        .then(function (html) {
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var got = doc.querySelector("#ask-answer") || doc.querySelector("main .error") || doc.querySelector("main p");
+          out.textContent = "";
+          if (got) out.appendChild(document.importNode(got, true));
+        })
+        .catch(function () { out.textContent = "The question could not be sent; try again."; })
+        .then(function () { btn.disabled = false; out.removeAttribute("aria-busy"); });
+    });
+    // A link to an address of this very page flashes it even when the
+    // fragment is already the current one.
+    out.addEventListener("click", function (e) {
+      var a = e.target.closest ? e.target.closest("a[href]") : null;
+      if (!a || a.pathname !== location.pathname || a.search !== location.search || !a.hash) return;
+      if (a.hash === location.hash) { e.preventDefault(); openFragment(); }
+    });
+  }
+
+
+  // ---- Proof badge: verify the run after the page has loaded -----------
+  function proofBadge() {
+    var b = $("a[data-verify]");
+    if (!b) return;
+    b.textContent = "verifying…";
+    fetch(b.getAttribute("data-verify"), { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (v) {
+        if (!v) { b.textContent = "unverified"; return; }
+        var s = v.valid ? "verified" : "tampered";
+        b.textContent = s;
+        b.className = "badge proof-" + s;
+        b.title = v.valid ? "Every receipt of this run verifies" : "Verification failed; open the proof";
+        b.setAttribute("href", b.getAttribute("href").replace(/\?verify=1$/, "") + (v.valid ? "" : "?verify=1"));
+      })
+      .catch(function () { b.textContent = "unverified"; });
+  }
+
+
+  // ---- Trace list: load the sidebar counts of a large dataset ---------
+  function facets() {
+    var el = $("[data-facets]");
+    if (!el) return;
+    fetch(el.getAttribute("data-facets"), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html === null) return;
+        var got = new DOMParser().parseFromString(html, "text/html").getElementById("facets");
+        if (got) el.replaceWith(document.importNode(got, true));
+      })
+      .catch(function () { /* keep the link */ });
+  }
+
+  var features = [listNav, navigator, copyLinks, comments, confirms, upload, triage, backtest, editor, playground, ask, proofBadge, facets];
   window.vigilFeatures = features;
   document.addEventListener("DOMContentLoaded", function () {
     features.forEach(function (f) { f(); });
