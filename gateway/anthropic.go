@@ -55,13 +55,13 @@ func (anthropicProvider) stream() streamParser {
 
 // anthropicStream accumulates a Messages stream by content block.
 type anthropicStream struct {
-	blocks     map[int]*anthBlock
-	text       int // code points of text and thinking
-	model, id  string
-	stop       string
-	usage      map[string]any
-	failed     string
-	done       bool
+	blocks    map[int]*anthBlock
+	text      int // code points of text and thinking
+	model, id string
+	stop      string
+	usage     map[string]any
+	failed    string
+	done      bool
 }
 
 type anthBlock struct {

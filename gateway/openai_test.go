@@ -265,7 +265,7 @@ func TestOpenAISecretSplitAcrossChunks(t *testing.T) {
 	for _, mode := range []string{"incremental", "buffer"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t, func(o *gateway.Options) { o.Stream.Mode = mode })
-			e.mock.ChunkDelay = 2 * time.Millisecond // checkpoints pass while text still arrives
+			e.mock.ChunkDelay = 2 * time.Millisecond        // checkpoints pass while text still arrives
 			prefix := strings.Repeat("harmless words ", 40) // 600 characters
 			e.mock.Script = func(*providertest.Request) providertest.Reply {
 				var chunks []string

@@ -103,12 +103,12 @@ func (c *call) record(ri recordInput) {
 	// The call record (spec §8.1).
 	cr := map[string]any{
 		"call_id": c.id, "time": ts, "provider": c.u.Type, "upstream": c.u.Name, "model": c.in.model, "stream": c.stream,
-		"message_range":   []int{p.base, p.base + len(evs) - 1},
-		"latency_ms":      roundMs(now.Sub(c.t0)),
+		"message_range":    []int{p.base, p.base + len(evs) - 1},
+		"latency_ms":       roundMs(now.Sub(c.t0)),
 		"guardrail_result": c.finalResult(ri),
-		"ruleset_version": rsVersion(c.rules),
-		"request":         c.in.request,
-		"guardrails":      c.statuses,
+		"ruleset_version":  rsVersion(c.rules),
+		"request":          c.in.request,
+		"guardrails":       c.statuses,
 	}
 	if c.in.tools != nil {
 		cr["tools_hash"] = hashJSON(c.in.tools)

@@ -193,12 +193,12 @@ func (responsesProvider) stream() streamParser {
 
 // responsesStream accumulates a Responses event stream.
 type responsesStream struct {
-	text  []byte
-	n     int // code points of text
-	calls map[int]*respCall
-	final *callOutput
-	id    string
-	model string
+	text   []byte
+	n      int // code points of text
+	calls  map[int]*respCall
+	final  *callOutput
+	id     string
+	model  string
 	failed string
 }
 

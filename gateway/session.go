@@ -28,10 +28,10 @@ type session struct {
 	last      time.Time
 	// vigil is the trace metadata's vigil object, kept here so that each
 	// call's update carries the whole list of calls.
-	vigil    map[string]any
-	usageIn  int64
-	usageOut int64
-	provider map[string]bool
+	vigil     map[string]any
+	usageIn   int64
+	usageOut  int64
+	provider  map[string]bool
 	continues string
 }
 

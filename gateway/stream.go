@@ -53,9 +53,9 @@ type checkpoint struct {
 
 // idleBody cancels the upstream call when no byte arrives for idle.
 type idleBody struct {
-	r      io.Reader
-	t      *time.Timer
-	idle   time.Duration
+	r    io.Reader
+	t    *time.Timer
+	idle time.Duration
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
