@@ -31,9 +31,9 @@ import (
 // with a suggestion, so a typo never silently does nothing. What takes
 // effect in this build (inEffect) is: listen, data_dir, db, tls, log,
 // cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
-// metrics, ledger.key_file, detectors, guardrails and monitors (limits: see the
+// metrics, ledger.key_file, detectors, guardrails, monitors and gateway (limits: see the
 // Limits field). auth.session_ttl and auth.secure_cookies apply to browser
-// sessions of the web UI, and otlp, ledger.close_idle_after and gateway to
+// sessions of the web UI, and otlp and ledger.close_idle_after to
 // parts not in this build: they are validated and otherwise unused, and
 // vigil serve logs which of them the file sets.
 //
@@ -131,8 +131,8 @@ type guardrailsConfig struct {
 	CheckRequiresKey *bool `yaml:"check_requires_key"`
 }
 
-// gatewayConfig is the gateway section of the configuration file (the
-// gateway is not in this build: validated only).
+// gatewayConfig is the gateway section of the configuration file
+// (gatewaycfg.go applies it with the environment and flags).
 type gatewayConfig struct {
 	Enabled               *bool             `yaml:"enabled"`
 	Listen                string            `yaml:"listen"`
@@ -334,7 +334,7 @@ var inEffect = []string{
 	"listen", "data_dir", "db", "tls", "log", "cors_origins", "auth.admin_username",
 	"auth.anonymous_read_public", "sharing", "limits.max_json_bytes", "limits.max_upload_bytes",
 	"limits.body_idle_timeout", "limits.max_connections", "limits.max_inflight_body_bytes", "metrics", "ledger.key_file", "detectors",
-	"guardrails", "monitors",
+	"guardrails", "monitors", "gateway",
 }
 
 // notInEffect returns the keys the file sets that this build does not use;

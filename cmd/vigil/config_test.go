@@ -55,7 +55,7 @@ detectors:
   base_url: http://127.0.0.1:7000/v1
   api_key: sk-test
   timeout: 3s
-gateway:            # accepted, not read yet
+gateway:            # the LLM gateway (vigil serve, vigil gateway)
   enabled: true
   upstreams: []
 `, check: func(t *testing.T, c *fileConfig) {
@@ -170,7 +170,7 @@ func TestFullConfigFile(t *testing.T) {
 		time.Duration(c.Gateway.Stream.CheckMaxDelay) != 50*time.Millisecond || c.Gateway.MCP.RugPullAction.Value != "block" {
 		t.Errorf("decoded %+v", c)
 	}
-	want := "otlp,ledger.close_idle_after,gateway,auth.session_ttl,auth.secure_cookies,limits.max_otlp_bytes"
+	want := "otlp,ledger.close_idle_after,auth.session_ttl,auth.secure_cookies,limits.max_otlp_bytes"
 	got := c.notInEffect()
 	slices.Sort(got)
 	w := strings.Split(want, ",")

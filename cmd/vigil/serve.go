@@ -181,6 +181,12 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	stopGateway, err := mountGateway(srv, fc, log)
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer stopGateway()
 	// Headers must arrive within ReadHeaderTimeout and a kept-alive
 	// connection may idle IdleTimeout; bodies have the server's per-read
 	// idle timeout instead of a whole-request one, so long uploads that
@@ -246,6 +252,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if monitors != nil {
 		monitors.Stop() // waits for evaluations in progress; queued jobs stay queued
 	}
+	stopGateway() // writes the gateway's queued records before the store closes
 	closed = true
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("serve: close store: %w", err)
