@@ -147,6 +147,7 @@ type Gateway struct {
 	// Stats are the gateway's counters.
 	evalFailures atomic.Uint64
 	wg           sync.WaitGroup // background logging evaluations
+	active       sync.WaitGroup // calls being served
 }
 
 // DefaultMaxRequestBytes is the largest request body (gateway.max_request_bytes).
@@ -211,6 +212,10 @@ func New(opts Options) (*Gateway, error) {
 
 // Close waits for the background evaluations of logging rules.
 func (g *Gateway) Close() { g.wg.Wait() }
+
+// Idle waits until no call is being served (every finished call has
+// been handed to the recorder).
+func (g *Gateway) Idle() { g.active.Wait() }
 
 // EvalFailures is the number of guardrail evaluation failures
 // (vigil_guardrail_eval_failures_total).
@@ -279,6 +284,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		if u := g.upstreams[root]; u != nil {
+			g.active.Add(1)
+			defer g.active.Done()
 			g.serveLLM(w, r, u, dataset, sub)
 			return
 		}

@@ -99,6 +99,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 // after every queued record is written.
 func (e *env) traces(dataset string) []*client.Trace {
 	e.t.Helper()
+	e.gw.Idle()
 	e.rec.Flush()
 	ctx := context.Background()
 	d, err := e.api.GetDatasetByName(ctx, "admin", dataset)
@@ -186,6 +187,7 @@ type clientTrace = client.Trace
 
 // tracesMaybe is traces, or nil while the dataset does not exist.
 func (e *env) tracesMaybe(dataset string) []*client.Trace {
+	e.gw.Idle()
 	e.rec.Flush()
 	if _, err := e.api.GetDatasetByName(context.Background(), "admin", dataset); err != nil {
 		return nil

@@ -21,6 +21,8 @@ type callInput struct {
 	stream  bool
 	request map[string]any // request fields other than the messages
 	tools   any            // the request's tool list, nil when none
+	// instructions: the first event is the Responses API's instructions.
+	instructions bool
 	// previousResponse is the Responses API's previous_response_id.
 	previousResponse string
 	// itemRefs are the item_reference ids of a Responses request, in

@@ -38,6 +38,7 @@ type call struct {
 	result                  string
 	heldMax                 time.Duration
 	statuses                map[string]map[string]string
+	committed               bool // the session index knows the outcome
 }
 
 // hopHeaders are not forwarded either way (spec §3.4).
@@ -271,7 +272,7 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 		return
 	}
 	if c.stream {
-		c.serveStream(w, r, res.resp, cancel)
+		c.serveStream(w, r, res.resp, ctx, cancel)
 		return
 	}
 	c.serveJSON(w, res)
@@ -370,6 +371,7 @@ func (c *call) inputBlockedWait(up <-chan upstreamResult, _ *verdict) {
 func (c *call) blockInput(w http.ResponseWriter, v *verdict) {
 	mergeStatuses(c.statuses, "input", v)
 	c.result = "block"
+	c.commitSession(recordInput{blockedAt: "request"})
 	h := w.Header()
 	c.setHeaders(h, "block", rsVersion(c.rules))
 	if c.stream {
@@ -536,6 +538,7 @@ func (c *call) upstreamFailed(w http.ResponseWriter, r *http.Request, err error,
 		status, msg = http.StatusGatewayTimeout, "upstream "+c.u.Name+" timed out"
 	}
 	c.g.log.Warn("gateway: upstream", "upstream", c.u.Name, "err", err)
+	c.commitSession(recordInput{upstreamStatus: status})
 	c.setHeaders(w.Header(), c.resultOr(), rsVersion(c.rules))
 	if c.stream {
 		c.writeStreamHeaders(w)
@@ -558,6 +561,7 @@ func (c *call) resultOr() string {
 // (spec §4.2); output rules are skipped.
 func (c *call) upstreamStatus(w http.ResponseWriter, res upstreamResult) {
 	c.statuses["output"] = skipAll(c.rules.block)
+	c.commitSession(recordInput{upstreamStatus: res.resp.StatusCode})
 	h := w.Header()
 	copyResponseHeaders(h, res.resp.Header)
 	c.setHeaders(h, c.resultOr(), rsVersion(c.rules))
@@ -591,6 +595,7 @@ func (c *call) serveJSON(w http.ResponseWriter, res upstreamResult) {
 	h := w.Header()
 	if v != nil && v.blocked {
 		c.result = "block"
+		c.commitSession(recordInput{out: out, blockedAt: "response"})
 		c.setHeaders(h, "block", rsVersion(c.rules))
 		writeJSONBytes(w, http.StatusBadRequest, c.d.guardrailBody("response", v.details()))
 		c.record(recordInput{out: out, blockedAt: "response", verdict: v})
@@ -599,14 +604,15 @@ func (c *call) serveJSON(w http.ResponseWriter, res upstreamResult) {
 	if v != nil && v.failure != "" {
 		c.result = "fail-open"
 	}
+	if out == nil {
+		out = &callOutput{}
+	}
+	c.commitSession(recordInput{out: out})
 	copyResponseHeaders(h, res.resp.Header)
 	c.setHeaders(h, c.resultOr(), rsVersion(c.rules))
 	h.Set("Content-Length", strconv.Itoa(len(res.body)))
 	w.WriteHeader(res.resp.StatusCode)
 	w.Write(res.body)
-	if out == nil {
-		out = &callOutput{}
-	}
 	c.record(recordInput{out: out, verdict: v})
 }
 

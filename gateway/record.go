@@ -78,6 +78,13 @@ func (c *call) record(ri recordInput) {
 		return
 	}
 	p := c.plan
+	c.commitSession(ri)
+	// Records of a session reach the recorder in the order their calls
+	// committed.
+	if p.wait != nil {
+		<-p.wait
+	}
+	defer close(p.done)
 	now := g.now()
 	ts := now.UTC().Format("2006-01-02T15:04:05.000000Z")
 	var evs []map[string]any
@@ -230,9 +237,28 @@ func (c *call) record(ri recordInput) {
 			r.Annotations = append(r.Annotations, c.annotations(v, "response", false, false, len(evs))...)
 		}
 	}
-	// Update the session index: accepted calls leave a boundary.
+	if !g.opts.Recorder.Record(rec) {
+		g.log.Warn("gateway: record dropped (queue full)", "call_id", c.id, "trace_id", p.traceID)
+	}
+}
+
+// commitSession updates the session index with the call's outcome: the
+// events it adds and, for an accepted call, its boundary. It runs before
+// the response's last bytes go out, so that the client's next call finds
+// the session; later calls are no-ops.
+func (c *call) commitSession(ri recordInput) {
+	p := c.plan
+	if p == nil || c.committed {
+		return
+	}
+	c.committed = true
+	added := len(c.in.events) - p.k
+	hasResp := ri.out != nil && len(ri.out.choices) > 0 && ri.upstreamStatus == 0
+	if hasResp {
+		added++
+	}
 	var boundary []event
-	if ri.blockedAt == "" && resp != nil && ri.upstreamStatus == 0 && !ri.clientGone {
+	if ri.blockedAt == "" && hasResp && !ri.clientGone {
 		boundary = append(append([]event(nil), c.in.events...), ri.out.choices[0])
 	}
 	var respID string
@@ -240,10 +266,7 @@ func (c *call) record(ri recordInput) {
 	if ri.out != nil {
 		respID, items = ri.out.respID, ri.out.items
 	}
-	g.sessions.committed(c, p, len(evs), boundary, respID, items)
-	if !g.opts.Recorder.Record(rec) {
-		g.log.Warn("gateway: record dropped (queue full)", "call_id", c.id, "trace_id", p.traceID)
-	}
+	c.g.sessions.committed(c, p, added, boundary, respID, items)
 }
 
 // finalResult is the call's Vigil-Guardrail-Result.

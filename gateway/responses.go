@@ -21,6 +21,7 @@ func (p responsesProvider) request(body map[string]any, _ url.Values) (*callInpu
 	in.stream, _ = body["stream"].(bool)
 	if ins := str(body["instructions"]); ins != "" {
 		in.events = append(in.events, event{"role": "system", "content": ins})
+		in.instructions = true
 	}
 	var reasoning string
 	add := func(e event) {

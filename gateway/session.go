@@ -26,6 +26,7 @@ type session struct {
 	count     int    // events recorded so far (accepted or not)
 	tip       string // latest boundary hash
 	last      time.Time
+	tail      chan struct{} // done of the latest committed call
 	// vigil is the trace metadata's vigil object, kept here so that each
 	// call's update carries the whole list of calls.
 	vigil     map[string]any
@@ -45,6 +46,9 @@ type sessionPlan struct {
 	// forkedFrom is set when the call forks another session.
 	forkedFrom map[string]any
 	base       int // index in the trace of the call's first new event
+	// wait is closed when the session's previous record was handed to
+	// the recorder; done is closed when this one was.
+	wait, done chan struct{}
 }
 
 // sessions is the stitching index of one gateway.
@@ -165,7 +169,12 @@ func (ss *sessions) plan(c *call, header string) *sessionPlan {
 	if c.in.previousResponse != "" {
 		if s := ss.responses[c.in.previousResponse]; s != nil {
 			s.last = now
-			return &sessionPlan{s: s, traceID: s.traceID, sessionID: s.sessionID, k: 0, base: s.count}
+			// Re-sent instructions are not new events.
+			k := 0
+			if c.in.instructions {
+				k = 1
+			}
+			return &sessionPlan{s: s, traceID: s.traceID, sessionID: s.sessionID, k: k, base: s.count}
 		}
 	}
 	newSession := func(key, sid, source string) *sessionPlan {
@@ -241,6 +250,8 @@ func (ss *sessions) committed(c *call, p *sessionPlan, added int, boundary []eve
 	s := p.s
 	s.count += added
 	s.last = ss.now()
+	p.wait, p.done = s.tail, make(chan struct{})
+	s.tail = p.done
 	if boundary != nil && c.g.opts.SessionStitching != "off" {
 		hs := chain(boundary)
 		h := hs[len(hs)-1]

@@ -64,7 +64,7 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *call) serveStream(w http.ResponseWriter, r *http.Request, resp *http.Response, cancel context.CancelCauseFunc) {
+func (c *call) serveStream(w http.ResponseWriter, r *http.Request, resp *http.Response, upCtx context.Context, cancel context.CancelCauseFunc) {
 	g := c.g
 	so := g.opts.Stream
 	s := &guardStream{c: c, w: w, resp: resp, parser: c.p.stream(), mode: so.Mode, h: so.HoldbackChars, i: so.CheckInterval, d: so.CheckMaxDelay,
@@ -76,7 +76,8 @@ func (c *call) serveStream(w http.ResponseWriter, r *http.Request, resp *http.Re
 		// elements are checked as one response), run in buffer mode.
 		s.mode = "buffer"
 	}
-	ctx := r.Context()
+	ctx := upCtx
+	timedOut := false
 	idle := time.AfterFunc(c.u.StreamIdleTimeout, func() { cancel(errUpstreamTimeout) })
 	defer idle.Stop()
 	body := &idleBody{r: resp.Body, t: idle, idle: c.u.StreamIdleTimeout}
@@ -145,7 +146,7 @@ loop:
 			if s.protocolErr == "" {
 				s.parser.feed(f)
 			}
-			if s.mode == "open" || s.protocolErr != "" {
+			if (s.mode == "open" || s.protocolErr != "") && f.kind != kindFinal {
 				f.kind = kindNeutral
 			}
 			s.queue = append(s.queue, f)
@@ -197,8 +198,10 @@ loop:
 		}
 		if r.Context().Err() != nil {
 			clientGone = true
+		} else if ctx.Err() != nil {
+			timedOut = true
 		}
-		if clientGone || ctx.Err() != nil || blocked != nil {
+		if clientGone || timedOut || blocked != nil {
 			s.queue = nil
 			break loop
 		}
@@ -216,7 +219,9 @@ loop:
 			s.failure = "stream protocol error: " + s.protocolErr
 			s.mode = "open"
 			for _, f := range s.queue {
-				f.kind = kindNeutral
+				if f.kind != kindFinal {
+					f.kind = kindNeutral
+				}
 			}
 		}
 		if s.mode != "open" {
@@ -254,6 +259,7 @@ loop:
 	case blocked != nil:
 		cancel(errBlocked)
 		c.result = "block"
+		c.commitSession(recordInput{out: out, blockedAt: "response"})
 		if !s.sent {
 			s.writeHeaders()
 		}
@@ -263,7 +269,7 @@ loop:
 	case clientGone:
 		cancel(errClientGone)
 		c.record(recordInput{out: out, verdict: all, clientGone: true})
-	case ctx.Err() != nil:
+	case timedOut:
 		// The upstream timed out between events.
 		if !s.sent {
 			s.writeHeaders()
@@ -272,6 +278,7 @@ loop:
 		flush(w)
 		c.record(recordInput{out: out, verdict: all, upstreamStatus: http.StatusGatewayTimeout, errBody: []byte("stream idle timeout")})
 	default:
+		c.commitSession(recordInput{out: out})
 		if !s.sent {
 			s.writeHeaders()
 		}
@@ -353,6 +360,9 @@ func (s *guardStream) release() error {
 		if !s.sent {
 			s.writeHeaders()
 		}
+		if f.kind == kindFinal {
+			s.c.commitSession(recordInput{out: s.parser.output()})
+		}
 		if f.kind != kindNeutral {
 			if held := time.Since(f.at); held > s.c.heldMax {
 				s.c.heldMax = held
@@ -372,6 +382,9 @@ func (s *guardStream) release() error {
 }
 
 func (s *guardStream) releasable(f *frame) bool {
+	if f.kind == kindFinal && !s.upDone {
+		return false // the session index learns the outcome first (release)
+	}
 	if s.mode == "open" || f.kind == kindNeutral {
 		return true
 	}
