@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -256,6 +257,15 @@ const Prefix = "/api/v1/gateway/"
 // ServeHTTP resolves the path (spec §2: an optional dataset, then a route
 // root) and serves the route.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			g.log.Error("gateway: panic serving a request", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			writeDetail(w, http.StatusInternalServerError, "internal gateway error", "internal")
+		}
+	}()
 	rest, ok := strings.CutPrefix(r.URL.Path, Prefix)
 	if !ok {
 		writeDetail(w, http.StatusNotFound, "not found", "not_found")

@@ -194,3 +194,5 @@ func (e *env) tracesMaybe(dataset string) []*client.Trace {
 	}
 	return e.traces(dataset)
 }
+
+func clientFilter() client.GuardrailFilter { return client.GuardrailFilter{Kind: "llm"} }

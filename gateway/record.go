@@ -38,7 +38,7 @@ type Record struct {
 	// Finish, when set, runs the call's logging rules (which may add
 	// Annotations); a recorder calls it before writing, off the
 	// response path.
-	Finish func(*Record)
+	Finish func(*Record) `json:"-"`
 }
 
 // Annotation is a violation to store with a record: the event index in

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/policy"
 )
 
 // This file is the standalone gateway's link to a Vigil server (spec
@@ -52,6 +53,9 @@ type ruleEntry struct {
 func NewRemote(url string, comp Compiler, log *slog.Logger) *Remote {
 	if log == nil {
 		log = slog.Default()
+	}
+	if comp == nil {
+		comp = &privateCache{m: map[string]*policy.Policy{}}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Remote{url: url, comp: comp, log: log, ids: map[string]identEntry{}, rules: map[string]*ruleEntry{},
@@ -367,8 +371,14 @@ func (r *ClientRecorder) deliver(rec *Record) {
 		}
 		r.spool = f
 	}
-	b, _ := json.Marshal(spoolRecord{Rec: rec})
-	r.spool.Write(append(b, '\n'))
+	b, err := json.Marshal(spoolRecord{Rec: rec})
+	if err != nil {
+		r.log.Error("gateway: record lost (not encodable)", "call_id", rec.CallID, "err", err)
+		return
+	}
+	if _, err := r.spool.Write(append(b, '\n')); err != nil {
+		r.log.Error("gateway: spool write", "call_id", rec.CallID, "err", err)
+	}
 	r.spool.Sync()
 }
 
