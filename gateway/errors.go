@@ -71,7 +71,11 @@ func (d dialect) guardrailEvent(loc string, details any, first bool) []byte {
 		return d.geminiFrame(b, first)
 	}
 	if d.responses {
-		b, _ := json.Marshal(map[string]any{"type": "error", "code": "guardrail_violation", "message": msg, "param": nil, "details": details})
+		// The spec's event, plus an "error" member: OpenAI's Node SDK
+		// (and through it the Agents SDK and LangChain) and openai-go
+		// raise an API error only for stream data with an "error" key.
+		b, _ := json.Marshal(map[string]any{"type": "error", "code": "guardrail_violation", "message": msg, "param": nil, "details": details,
+			"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": "guardrail_violation"}})
 		return sse("error", b)
 	}
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": "guardrail_violation", "details": details}})
@@ -134,7 +138,8 @@ func (d dialect) upstreamErrorEvent(status int, msg string, first bool) []byte {
 		if status == http.StatusGatewayTimeout {
 			code = "upstream_timeout"
 		}
-		b, _ = json.Marshal(map[string]any{"type": "error", "code": code, "message": msg, "param": nil})
+		b, _ = json.Marshal(map[string]any{"type": "error", "code": code, "message": msg, "param": nil,
+			"error": map[string]any{"message": msg, "type": "upstream_error", "code": code}})
 		return sse("error", b)
 	}
 	return sse("", b)
