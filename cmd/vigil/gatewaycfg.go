@@ -22,6 +22,7 @@ import (
 // gwKey is one scalar gateway setting.
 type gwKey struct {
 	key  string // dotted path under gateway
+	env  string // its environment variable
 	flag string // flag of vigil gateway, "" when none
 	def  string
 	enum []string
@@ -29,34 +30,39 @@ type gwKey struct {
 }
 
 var gwKeys = []gwKey{
-	{key: "enabled", def: "true", enum: []string{"true", "false"}, help: "serve /api/v1/gateway/ inside vigil serve"},
-	{key: "require_key", flag: "require-key", def: "false", enum: []string{"true", "false"}, help: "require a Vigil key on every call"},
-	{key: "default_dataset", flag: "default-dataset", help: "dataset recording calls whose path names none"},
-	{key: "guardrails_file", flag: "guardrails-file", help: "a rule file applied to every call as one blocking guardrail (GUARDRAILS_FILE_PATH)"},
-	{key: "header_guardrails", def: "merge", enum: []string{"merge", "replace", "ignore"}, help: "Invariant-Guardrails header: merge, replace or ignore"},
-	{key: "input_check", def: "concurrent", enum: []string{"concurrent", "before"}, help: "input check concurrent with the upstream call, or before it"},
-	{key: "eval_timeout", def: "2s", help: "longest evaluation"},
-	{key: "fail_mode", flag: "fail-mode", def: "closed", enum: []string{"closed", "open"}, help: "evaluation failures block (closed) or pass (open)"},
-	{key: "expose_rule_content", def: "true", enum: []string{"true", "false"}, help: "rule text in guardrail errors"},
-	{key: "openai_error_format", def: "invariant", enum: []string{"invariant", "native"}, help: "OpenAI guardrail error body"},
-	{key: "openai.force_stream_usage", def: "false", enum: []string{"true", "false"}},
-	{key: "stream.mode", flag: "stream-mode", def: "incremental", enum: []string{"incremental", "buffer", "passthrough"}, help: "streaming guard: incremental, buffer or passthrough"},
-	{key: "stream.holdback_chars", flag: "holdback-chars", def: "256", help: "characters held back beyond the last passing check"},
-	{key: "stream.check_interval_chars", def: "64"},
-	{key: "stream.check_max_delay", def: "50ms"},
-	{key: "stream.keepalive", def: "15s"},
-	{key: "stream.overhead_comment", def: "false", enum: []string{"true", "false"}},
-	{key: "session_stitching", def: "auto", enum: []string{"auto", "header", "off"}, help: "session stitching: auto, header or off"},
-	{key: "session_idle_timeout", def: "30m"},
-	{key: "session_guardrail_scope", def: "request", enum: []string{"request", "session"}},
-	{key: "record.queue_size", def: "10000"},
-	{key: "record.on_full", def: "drop", enum: []string{"drop", "block"}},
-	{key: "max_request_bytes", def: "32MiB"},
+	{key: "enabled", env: "VIGIL_GATEWAY_ENABLED", def: "true", enum: []string{"true", "false"}, help: "serve /api/v1/gateway/ inside vigil serve"},
+	{key: "require_key", env: "VIGIL_GATEWAY_REQUIRE_KEY", flag: "require-key", def: "false", enum: []string{"true", "false"}, help: "require a Vigil key on every call"},
+	{key: "default_dataset", env: "VIGIL_GATEWAY_DEFAULT_DATASET", flag: "default-dataset", help: "dataset recording calls whose path names none"},
+	{key: "guardrails_file", env: "VIGIL_GATEWAY_GUARDRAILS_FILE", flag: "guardrails-file", help: "a rule file applied to every call as one blocking guardrail (GUARDRAILS_FILE_PATH)"},
+	{key: "header_guardrails", env: "VIGIL_GATEWAY_HEADER_GUARDRAILS", def: "merge", enum: []string{"merge", "replace", "ignore"}, help: "Invariant-Guardrails header: merge, replace or ignore"},
+	{key: "input_check", env: "VIGIL_GATEWAY_INPUT_CHECK", def: "concurrent", enum: []string{"concurrent", "before"}, help: "input check concurrent with the upstream call, or before it"},
+	{key: "eval_timeout", env: "VIGIL_GATEWAY_EVAL_TIMEOUT", def: "2s", help: "longest evaluation"},
+	{key: "fail_mode", env: "VIGIL_GATEWAY_FAIL_MODE", flag: "fail-mode", def: "closed", enum: []string{"closed", "open"}, help: "evaluation failures block (closed) or pass (open)"},
+	{key: "expose_rule_content", env: "VIGIL_GATEWAY_EXPOSE_RULE_CONTENT", def: "true", enum: []string{"true", "false"}, help: "rule text in guardrail errors"},
+	{key: "openai_error_format", env: "VIGIL_GATEWAY_OPENAI_ERROR_FORMAT", def: "invariant", enum: []string{"invariant", "native"}, help: "OpenAI guardrail error body"},
+	{key: "openai.force_stream_usage", env: "VIGIL_GATEWAY_OPENAI_FORCE_STREAM_USAGE", def: "false", enum: []string{"true", "false"}},
+	{key: "stream.mode", env: "VIGIL_GATEWAY_STREAM_MODE", flag: "stream-mode", def: "incremental", enum: []string{"incremental", "buffer", "passthrough"}, help: "streaming guard: incremental, buffer or passthrough"},
+	{key: "stream.holdback_chars", env: "VIGIL_GATEWAY_STREAM_HOLDBACK_CHARS", flag: "holdback-chars", def: "256", help: "characters held back beyond the last passing check"},
+	{key: "stream.check_interval_chars", env: "VIGIL_GATEWAY_STREAM_CHECK_INTERVAL_CHARS", def: "64"},
+	{key: "stream.check_max_delay", env: "VIGIL_GATEWAY_STREAM_CHECK_MAX_DELAY", def: "50ms"},
+	{key: "stream.keepalive", env: "VIGIL_GATEWAY_STREAM_KEEPALIVE", def: "15s"},
+	{key: "stream.overhead_comment", env: "VIGIL_GATEWAY_STREAM_OVERHEAD_COMMENT", def: "false", enum: []string{"true", "false"}},
+	{key: "session_stitching", env: "VIGIL_GATEWAY_SESSION_STITCHING", def: "auto", enum: []string{"auto", "header", "off"}, help: "session stitching: auto, header or off"},
+	{key: "session_idle_timeout", env: "VIGIL_GATEWAY_SESSION_IDLE_TIMEOUT", def: "30m"},
+	{key: "session_guardrail_scope", env: "VIGIL_GATEWAY_SESSION_GUARDRAIL_SCOPE", def: "request", enum: []string{"request", "session"}},
+	{key: "record.queue_size", env: "VIGIL_GATEWAY_RECORD_QUEUE_SIZE", def: "10000"},
+	{key: "record.on_full", env: "VIGIL_GATEWAY_RECORD_ON_FULL", def: "drop", enum: []string{"drop", "block"}},
+	{key: "max_request_bytes", env: "VIGIL_GATEWAY_MAX_REQUEST_BYTES", def: "32MiB"},
 }
 
 // gwEnv is the environment variable of a gateway key.
 func gwEnv(key string) string {
-	return "VIGIL_GATEWAY_" + strings.ToUpper(strings.NewReplacer(".", "_").Replace(key))
+	for _, k := range gwKeys {
+		if k.key == key {
+			return k.env
+		}
+	}
+	return ""
 }
 
 // gwFileValue is the file's value of key as text, "" when unset.
