@@ -147,6 +147,13 @@ func (g *Gateway) evaluate(ctx context.Context, gs []*Guardrail, past, pending [
 		v.elapsed = time.Since(start)
 		return v
 	}
+	g.evaluateTraces(ctx, v, gs, pt, nt, params, blocking)
+	v.elapsed = time.Since(start)
+	return v
+}
+
+// evaluateTraces is evaluate on decoded traces, filling v.
+func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrail, pt, nt *trace.Trace, params map[string]any, blocking bool) {
 	for _, gr := range gs {
 		if gr.Err != nil || gr.Policy == nil {
 			reason := "rule does not compile"
@@ -174,6 +181,35 @@ func (g *Gateway) evaluate(ctx context.Context, gs []*Guardrail, past, pending [
 		}
 		v.statuses[gr.ID] = status
 	}
+}
+
+// evaluateOn runs gs with the request's events decoded once (the call's
+// request trace), split at k into past and pending, then extra events
+// as pending after all of them (the draft or final response).
+func (c *call) evaluateOn(ctx context.Context, gs []*Guardrail, k int, extra []event) *verdict {
+	g := c.g
+	start := time.Now()
+	v := &verdict{statuses: make(map[string]string, len(gs))}
+	if len(gs) == 0 {
+		return v
+	}
+	rt, err := c.requestTrace()
+	var xt *trace.Trace
+	if err == nil && extra != nil {
+		xt, err = toTrace(extra)
+	}
+	if err != nil {
+		for _, gr := range gs {
+			v.fail(g, gr, "invalid trace: "+err.Error(), true)
+		}
+		v.elapsed = time.Since(start)
+		return v
+	}
+	past, pending := rt, xt
+	if extra == nil {
+		past, pending = &trace.Trace{Events: rt.Events[:k]}, &trace.Trace{Events: rt.Events[k:]}
+	}
+	g.evaluateTraces(ctx, v, gs, past, pending, c.rules.params, true)
 	v.elapsed = time.Since(start)
 	return v
 }

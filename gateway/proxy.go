@@ -10,9 +10,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/trace"
 )
 
 // call is one proxied LLM call.
@@ -39,6 +41,10 @@ type call struct {
 	heldMax                 time.Duration
 	statuses                map[string]map[string]string
 	committed               bool // the session index knows the outcome
+
+	reqOnce  sync.Once
+	reqTrace *trace.Trace
+	reqErr   error
 }
 
 // hopHeaders are not forwarded either way (spec §3.4).
@@ -221,8 +227,11 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 	if len(rs.block) == 0 {
 		inputDone <- nil
 	} else {
-		past, pending := c.inputSplit()
-		go func() { inputDone <- g.evaluate(ctx, rs.block, past, pending, rs.params, true) }()
+		k := 0
+		if c.plan != nil {
+			k = c.plan.k
+		}
+		go func() { inputDone <- c.evaluateOn(ctx, rs.block, k, nil) }()
 	}
 	var input *verdict
 	haveInput := false
@@ -317,14 +326,12 @@ func (c *call) params(dataset, session string) map[string]any {
 	}
 }
 
-// inputSplit is the past and pending events of the input check: history
-// already accepted in the session is past.
-func (c *call) inputSplit() (past, pending []event) {
-	k := 0
-	if c.plan != nil {
-		k = c.plan.k
-	}
-	return c.in.events[:k], c.in.events[k:]
+// requestTrace is the request's events decoded for the engine, once
+// per call (the input check and every output check share it; analyses
+// only read it).
+func (c *call) requestTrace() (*trace.Trace, error) {
+	c.reqOnce.Do(func() { c.reqTrace, c.reqErr = toTrace(c.in.events) })
+	return c.reqTrace, c.reqErr
 }
 
 // upstreamResult is the outcome of dispatch.
@@ -578,7 +585,11 @@ func (c *call) upstreamStatus(w http.ResponseWriter, res upstreamResult) {
 // serveJSON checks a complete non-streaming response and sends it
 // unchanged, or the guardrail error (spec §6.3).
 func (c *call) serveJSON(w http.ResponseWriter, res upstreamResult) {
-	out, perr := c.p.response(res.body)
+	var out *callOutput
+	var perr error
+	if c.plan != nil || !c.rules.empty() {
+		out, perr = c.p.response(res.body)
+	}
 	var v *verdict
 	if len(c.rules.block) > 0 {
 		if perr != nil {
@@ -620,11 +631,11 @@ func (c *call) serveJSON(w http.ResponseWriter, res upstreamResult) {
 // pending mode over the request events.
 func (c *call) checkChoices(choices []event) *verdict {
 	if len(choices) == 0 {
-		return c.g.evaluate(context.Background(), c.rules.block, c.in.events, nil, c.rules.params, true)
+		return c.evaluateOn(context.Background(), c.rules.block, len(c.in.events), nil)
 	}
 	var all *verdict
 	for _, ch := range choices {
-		v := c.g.evaluate(context.Background(), c.rules.block, c.in.events, []event{ch}, c.rules.params, true)
+		v := c.evaluateOn(context.Background(), c.rules.block, 0, []event{ch})
 		if all == nil {
 			all = v
 			continue

@@ -346,7 +346,10 @@ func (s *guardStream) maybeCheck(out chan<- checkpoint) {
 	s.startLens = lens
 	c := s.c
 	go func() {
-		v := c.g.evaluate(context.Background(), c.rules.block, c.in.events, evs, c.rules.params, true)
+		if evs == nil {
+			evs = []event{} // nothing drafted yet: the request is past
+		}
+		v := c.evaluateOn(context.Background(), c.rules.block, 0, evs)
 		out <- checkpoint{v: v, lens: lens, tools: keys, final: final}
 	}()
 }
