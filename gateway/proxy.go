@@ -313,10 +313,6 @@ func (c *call) params(dataset, session string) map[string]any {
 		user = c.ident.Username
 	}
 	md := map[string]any{}
-	for k, v := range c.in.request {
-		_ = k
-		_ = v
-	}
 	for k, v := range c.meta {
 		md[k] = v
 	}

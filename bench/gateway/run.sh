@@ -19,6 +19,9 @@ pin0() { if command -v taskset >/dev/null; then exec taskset -c 0 env GOMAXPROCS
 pin1() { if command -v taskset >/dev/null; then taskset -c 1 "$@"; else "$@"; fi; }
 bg1() { if command -v taskset >/dev/null; then exec taskset -c 1 "$@"; else exec "$@"; fi; }
 
+for p in 19000 19001 19002 19003 19010 19011 19012 19013; do
+  if curl -s -o /dev/null "http://127.0.0.1:$p/"; then echo "port $p is in use: stop what runs there first" >&2; exit 1; fi
+done
 (cd "$root" && go build -o "$tmp/vigil" ./cmd/vigil)
 V="$tmp/vigil"
 N=${N:-2000}; WARM=${WARM:-200}
@@ -58,11 +61,13 @@ F=http://127.0.0.1:19001/v1/chat/completions
 if [ -z "${QUICK:-}" ]; then
   run --config-id G0 --direct $D --floor $F --gateway http://127.0.0.1:19002/api/v1/gateway/openai/chat/completions --gateway-pid "$pid_g0"
 fi
-run --config-id G1 --direct $D --floor $F --gateway http://127.0.0.1:19003/api/v1/gateway/openai/chat/completions --gateway-pid "$pid_g1" \
-  ${FULL_LOAD:+--concurrency 16,64 --rates 500,1000,2000,3000,4000,5000,6000,8000}
+run --config-id G1 --direct $D --floor $F --gateway http://127.0.0.1:19003/api/v1/gateway/openai/chat/completions --gateway-pid "$pid_g1"
 if [ -z "${QUICK:-}" ]; then
   run --config-id G2 --direct $D --floor $F --gateway http://127.0.0.1:19003/api/v1/gateway/bench/openai/chat/completions \
     --header "Invariant-Authorization: Bearer $KEY" --gateway-pid "$pid_g1"
+  # Under load (after the c=1 runs: an overloaded instance would skew them).
+  run --config-id G1 --requests 20 --warmup 10 --rounds 1 --direct $D --floor $F --gateway http://127.0.0.1:19003/api/v1/gateway/openai/chat/completions \
+    --gateway-pid "$pid_g1" --concurrency "${CONCURRENCY:-16,64}" --rates "${RATES:-500,1000,2000}"
 fi
 SD=http://127.0.0.1:19010/v1/chat/completions; SF=http://127.0.0.1:19011/v1/chat/completions
 SN=${SN:-14}  # streamed requests per target: each takes ~1.3 s (64 chunks, 20 ms apart)

@@ -204,6 +204,11 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hc := &http.Client{Transport: tr, Timeout: time.Minute}
 	var results []BenchResult
 	add := func(meas, target string, v map[string]float64) {
+		for k, x := range v {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				delete(v, k) // not measured (no samples)
+			}
+		}
 		results = append(results, BenchResult{Config: *config, Payload: *payload, Measurement: meas, Target: target, Values: v})
 	}
 	var summary strings.Builder
