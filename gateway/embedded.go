@@ -238,21 +238,95 @@ func (r *IngestRecorder) Close() {
 	<-r.done
 }
 
+// run writes records in order. What is queued when it looks (up to 100
+// records) is one batch: consecutive new traces of one owner and dataset
+// go into one push transaction.
 func (r *IngestRecorder) run() {
 	defer close(r.done)
 	for rec := range r.q {
-		if rec.Finish != nil {
-			rec.Finish(rec)
+		batch := []*Record{rec}
+	drain:
+		for len(batch) < 100 {
+			select {
+			case x, ok := <-r.q:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, x)
+			default:
+				break drain
+			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		for _, x := range batch {
+			if x.Finish != nil {
+				x.Finish(x)
+			}
+		}
+		for i := 0; i < len(batch); {
+			j := i + 1
+			if batch[i].New {
+				for j < len(batch) && batch[j].New && batch[j].Identity.UserID == batch[i].Identity.UserID && batch[j].Dataset == batch[i].Dataset {
+					j++
+				}
+			}
+			r.writeAll(batch[i:j])
+			i = j
+		}
+	}
+}
+
+// writeAll writes one record, or several new traces in one push; a
+// failed push is retried record by record, so one bad record loses only
+// itself.
+func (r *IngestRecorder) writeAll(recs []*Record) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	defer func() {
+		for range recs {
+			r.finished()
+		}
+	}()
+	if len(recs) > 1 {
+		if err := r.pushAll(ctx, recs); err == nil {
+			r.written.Add(uint64(len(recs)))
+			return
+		}
+	}
+	for _, rec := range recs {
 		if err := r.write(ctx, rec); err != nil {
 			r.log.Error("gateway: record call", "call_id", rec.CallID, "trace_id", rec.TraceID, "err", err)
 		} else {
 			r.written.Add(1)
 		}
-		cancel()
-		r.finished()
 	}
+}
+
+// pushAll pushes new traces of one owner and dataset in one transaction.
+func (r *IngestRecorder) pushAll(ctx context.Context, recs []*Record) error {
+	req := ingest.PushRequest{PushRequest: store.PushRequest{OwnerID: recs[0].Identity.UserID, DatasetName: recs[0].Dataset, CreateIfMissing: true}}
+	tools := map[string]*store.ToolUse{}
+	now := time.Now()
+	for _, rec := range recs {
+		events, err := json.Marshal(rec.Events)
+		if err != nil {
+			return err
+		}
+		md, err := json.Marshal(rec.Metadata)
+		if err != nil {
+			return err
+		}
+		pe, err := ingest.Prepare(events, ingest.TraceOptions{TraceID: rec.TraceID}, new(ingest.Warnings))
+		if err != nil {
+			return err
+		}
+		ingest.MergeTools(tools, pe.Tools)
+		req.Blobs = append(req.Blobs, pe.Images.Blobs...)
+		req.Traces = append(req.Traces, store.NewTrace{ID: rec.TraceID, Metadata: md, SessionKey: rec.SessionKey, KeyID: rec.Identity.KeyID,
+			TimeCreated: now, Messages: pe.Messages, Annotations: storeAnnotations(rec)})
+	}
+	req.Tools = ingest.ToolList(tools)
+	_, err := r.ing.Push(ctx, req)
+	return err
 }
 
 func (r *IngestRecorder) write(ctx context.Context, rec *Record) error {

@@ -63,6 +63,9 @@ type sessions struct {
 	// recorded output; items maps output item ids to events.
 	responses map[string]*session
 	items     map[string]event
+	// swept is when expire last ran: it walks every session, so it runs
+	// at most once a second, not on every call.
+	swept time.Time
 }
 
 func newSessions(idle time.Duration, now func() time.Time) *sessions {
@@ -275,6 +278,10 @@ func (ss *sessions) item(id string) event {
 
 // expire drops sessions idle longer than the idle timeout.
 func (ss *sessions) expire(now time.Time) {
+	if now.Sub(ss.swept) < time.Second {
+		return
+	}
+	ss.swept = now
 	for k, list := range ss.bounds {
 		keep := list[:0]
 		for _, s := range list {
@@ -297,5 +304,8 @@ func (ss *sessions) expire(now time.Time) {
 		if now.Sub(s.last) >= ss.idle {
 			delete(ss.responses, k)
 		}
+	}
+	if len(ss.items) > 100000 {
+		clear(ss.items) // item_reference falls back to a placeholder event
 	}
 }

@@ -268,3 +268,30 @@ func TestResponsesBlocked(t *testing.T) {
 		t.Fatalf("no error event (err %v)", st.Err())
 	}
 }
+
+// TestConcurrentCallsRecorded: calls arriving together are all recorded
+// (the recorder batches new traces into one push).
+func TestConcurrentCallsRecorded(t *testing.T) {
+	e := newEnv(t)
+	c := e.openai("many")
+	ctx := context.Background()
+	errs := make(chan error, 40)
+	for i := 0; i < 40; i++ {
+		go func(i int) {
+			_, err := c.Chat.Completions.New(ctx, chatParams(openai.UserMessage("question "+strconv.Itoa(i))))
+			errs <- err
+		}(i)
+	}
+	for i := 0; i < 40; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(e.traces("many")); n != 40 {
+		t.Fatalf("%d traces, want 40", n)
+	}
+	written, dropped, _ := e.rec.Stats()
+	if written != 40 || dropped != 0 {
+		t.Fatalf("written %d, dropped %d", written, dropped)
+	}
+}
