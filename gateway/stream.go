@@ -110,6 +110,15 @@ func (c *call) serveStream(w http.ResponseWriter, r *http.Request, resp *http.Re
 			frames <- f
 		}
 	}()
+	// However the loop below ends, let the reader finish: it may be
+	// blocked sending a frame nobody reads any more.
+	src := frames
+	defer func() {
+		go func() {
+			for range src {
+			}
+		}()
+	}()
 	checks := make(chan checkpoint, 1)
 	var timer *time.Timer
 	var timerC <-chan time.Time
