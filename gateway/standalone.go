@@ -207,22 +207,26 @@ func (r *Remote) follow(key string) {
 // (0.5 s to 30 s, 10 attempts) and spooling to disk what cannot be
 // written; the spool is replayed, in order, at the next start.
 type ClientRecorder struct {
-	url   string
-	dir   string
-	log   *slog.Logger
-	q     chan *Record
-	done  chan struct{}
-	ids   map[string]string // local trace id → server trace id
-	mu    sync.Mutex
-	idle  *sync.Cond
-	n     int
-	spool *os.File
+	url     string
+	dir     string
+	log     *slog.Logger
+	q       chan *Record
+	done    chan struct{}
+	ids     map[string]string // local trace id → server trace id
+	mu      sync.Mutex
+	idle    *sync.Cond
+	n       int
+	spool   *os.File
+	spooled int64 // bytes in the spool
 	// Attempts and MaxBackoff bound the retries (defaults 10 and 30 s).
 	attempts   int
 	maxBackoff time.Duration
 }
 
-// SpoolRecord is one spooled record.
+// maxSpool bounds the spool file (spec: 1 GiB).
+const maxSpool = 1 << 30
+
+// spoolRecord is one spooled record.
 type spoolRecord struct {
 	Rec *Record `json:"record"`
 }
@@ -376,6 +380,11 @@ func (r *ClientRecorder) deliver(rec *Record) {
 		r.log.Error("gateway: record lost (not encodable)", "call_id", rec.CallID, "err", err)
 		return
 	}
+	if r.spooled+int64(len(b)) > maxSpool {
+		r.log.Error("gateway: record lost (spool full, 1 GiB)", "call_id", rec.CallID)
+		return
+	}
+	r.spooled += int64(len(b)) + 1
 	if _, err := r.spool.Write(append(b, '\n')); err != nil {
 		r.log.Error("gateway: spool write", "call_id", rec.CallID, "err", err)
 	}
