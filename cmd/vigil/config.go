@@ -31,11 +31,11 @@ import (
 // with a suggestion, so a typo never silently does nothing. What takes
 // effect in this build (inEffect) is: listen, data_dir, db, tls, log,
 // cors_origins, auth.admin_username, auth.anonymous_read_public, sharing,
-// metrics, ledger.key_file, detectors, guardrails, monitors and ask (limits: see the
-// Limits field), auth.session_ttl and auth.secure_cookies (browser sessions
-// of the web UI), and otlp and limits.max_otlp_bytes (OTLP ingest).
-// ledger.close_idle_after and gateway apply to parts not in this build:
-// they are validated and otherwise unused, and
+// metrics, ledger.key_file, detectors, guardrails, monitors, ask and gateway
+// (limits: see the Limits field), auth.session_ttl and auth.secure_cookies
+// (browser sessions of the web UI), and otlp and limits.max_otlp_bytes
+// (OTLP ingest). ledger.close_idle_after applies to a part not in this
+// build: it is validated and otherwise unused, and
 // vigil serve logs which of them the file sets.
 //
 // Each section has its own type below, so sections change independently.
@@ -133,8 +133,8 @@ type guardrailsConfig struct {
 	CheckRequiresKey *bool `yaml:"check_requires_key"`
 }
 
-// gatewayConfig is the gateway section of the configuration file (the
-// gateway is not in this build: validated only).
+// gatewayConfig is the gateway section of the configuration file
+// (gatewaycfg.go applies it with the environment and flags).
 type gatewayConfig struct {
 	Enabled               *bool             `yaml:"enabled"`
 	Listen                string            `yaml:"listen"`
@@ -337,7 +337,7 @@ var inEffect = []string{
 	"auth.anonymous_read_public", "sharing", "limits.max_json_bytes", "limits.max_upload_bytes",
 	"limits.body_idle_timeout", "limits.max_connections", "limits.max_inflight_body_bytes", "metrics", "ledger.key_file", "detectors",
 	"guardrails", "monitors", "otlp", "limits.max_otlp_bytes",
-	"ask",
+	"ask", "gateway",
 	"auth.session_ttl", "auth.secure_cookies", // browser sessions of the web UI
 }
 

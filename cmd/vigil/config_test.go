@@ -55,7 +55,7 @@ detectors:
   base_url: http://127.0.0.1:7000/v1
   api_key: sk-test
   timeout: 3s
-gateway:            # accepted, not read yet
+gateway:            # the LLM gateway (vigil serve, vigil gateway)
   enabled: true
   upstreams: []
 `, check: func(t *testing.T, c *fileConfig) {
@@ -170,7 +170,7 @@ func TestFullConfigFile(t *testing.T) {
 		time.Duration(c.Gateway.Stream.CheckMaxDelay) != 50*time.Millisecond || c.Gateway.MCP.RugPullAction.Value != "block" {
 		t.Errorf("decoded %+v", c)
 	}
-	want := "ledger.close_idle_after,gateway"
+	want := "ledger.close_idle_after"
 	got := c.notInEffect()
 	slices.Sort(got)
 	w := strings.Split(want, ",")

@@ -190,6 +190,12 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	stopGateway, err := mountGateway(srv, fc, log)
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer stopGateway()
 	asker, err := mountAsk(srv, askCfg())
 	if err != nil {
 		srv.Close()
@@ -277,6 +283,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if monitors != nil {
 		monitors.Stop() // waits for evaluations in progress; queued jobs stay queued
 	}
+	stopGateway() // writes the gateway's queued records before the store closes
 	closed = true
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("serve: close store: %w", err)

@@ -1,0 +1,402 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigilhq/vigil/ingest"
+	"github.com/vigilhq/vigil/server"
+	"github.com/vigilhq/vigil/store"
+)
+
+// This file joins the gateway to an in-process server (vigil serve):
+// keys through the server's authentication cache, dataset guardrails
+// through its rule cache (kept fresh by the change feed), and recording
+// through its Ingester, the one write path.
+
+// Embedded returns the Authenticator, RuleSource, Compiler and a started
+// Recorder of a gateway inside srv. Stop the recorder with Close.
+func Embedded(srv *server.Server, rec RecordOptions) (Authenticator, RuleSource, Compiler, *IngestRecorder) {
+	return serverAuth{srv}, &serverRules{srv: srv, ids: map[string]idEntry{}}, srv.Rules(), NewIngestRecorder(srv.Ingester(), srv.Store(), srv.Logger(), rec)
+}
+
+type serverAuth struct{ srv *server.Server }
+
+func (a serverAuth) Authenticate(ctx context.Context, key string) (*Identity, error) {
+	c, err := a.srv.AuthenticateKey(ctx, key)
+	if err != nil {
+		if errors.Is(err, server.ErrInvalidKey) {
+			return nil, ErrInvalidKey
+		}
+		return nil, err
+	}
+	if c == nil || c.User == nil {
+		return nil, ErrInvalidKey
+	}
+	id := &Identity{UserID: c.User.ID, Username: c.User.Username, Key: key, CanIngest: c.CanIngest()}
+	if c.Key != nil {
+		id.KeyID = c.Key.ID
+	}
+	return id, nil
+}
+
+// serverRules resolves dataset names to ids (cached for a minute) and
+// reads the server's per-dataset ruleset cache.
+type serverRules struct {
+	srv *server.Server
+	mu  sync.Mutex
+	ids map[string]idEntry
+}
+
+type idEntry struct {
+	id string
+	at time.Time
+}
+
+func (s *serverRules) Ruleset(ctx context.Context, id *Identity, dataset string) (*Ruleset, error) {
+	k := id.UserID + "\x00" + dataset
+	s.mu.Lock()
+	e, ok := s.ids[k]
+	s.mu.Unlock()
+	if !ok || time.Since(e.at) > time.Minute {
+		dsID, err := s.srv.DatasetID(ctx, id.UserID, dataset)
+		if errors.Is(err, store.ErrNotFound) {
+			dsID, err = "", nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		e = idEntry{dsID, time.Now()}
+		s.mu.Lock()
+		if len(s.ids) > 100000 {
+			clear(s.ids)
+		}
+		s.ids[k] = e
+		s.mu.Unlock()
+	}
+	if e.id == "" {
+		return &Ruleset{Version: "none"}, nil
+	}
+	dr, err := s.srv.DatasetRulesByID(ctx, e.id)
+	if errors.Is(err, store.ErrNotFound) {
+		s.mu.Lock()
+		delete(s.ids, k)
+		s.mu.Unlock()
+		return &Ruleset{Version: "none"}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rulesetOf(dr), nil
+}
+
+// rulesetOf converts the server's ruleset, keeping the enabled
+// guardrails whose scope admits LLM routes.
+func rulesetOf(dr *server.DatasetRules) *Ruleset {
+	rs := &Ruleset{Version: strconv.FormatInt(dr.Version, 10)}
+	for _, g := range dr.Guardrails {
+		if !g.Enabled || !scopeAdmits(g.Scope, "llm") {
+			continue
+		}
+		gr := &Guardrail{ID: g.ID, Name: g.Name, Content: g.Content, Action: g.Action, Version: g.Version,
+			Policy: dr.Rules[g.ID], Err: dr.Errors[g.ID], StreamFinal: streamFinal(g.ExtraMetadata)}
+		if gr.Policy == nil && gr.Err == nil {
+			gr.Err = fmt.Errorf("guardrail %s does not compile", g.ID)
+		}
+		rs.Guardrails = append(rs.Guardrails, gr)
+	}
+	return rs
+}
+
+// scopeAdmits reports whether a guardrail scope ({"kinds": [...]}, null
+// for every kind) admits kind.
+func scopeAdmits(scope json.RawMessage, kind string) bool {
+	if len(scope) == 0 || string(scope) == "null" {
+		return true
+	}
+	var s struct {
+		Kinds []string `json:"kinds"`
+	}
+	if json.Unmarshal(scope, &s) != nil || len(s.Kinds) == 0 {
+		return true
+	}
+	for _, k := range s.Kinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+func streamFinal(extra json.RawMessage) bool {
+	var m struct {
+		StreamCheck string `json:"stream_check"`
+	}
+	return json.Unmarshal(extra, &m) == nil && m.StreamCheck == "final"
+}
+
+// RecordOptions are gateway.record (spec §8.2).
+type RecordOptions struct {
+	QueueSize int  // default 10000
+	Block     bool // on_full block: wait up to 1 s, then drop
+}
+
+// IngestRecorder writes records through an Ingester from one writer
+// goroutine, in order, behind a bounded queue.
+type IngestRecorder struct {
+	ing     *ingest.Ingester
+	st      store.Store
+	log     *slog.Logger
+	q       chan *Record
+	block   bool
+	done    chan struct{}
+	dropped atomic.Uint64
+	written atomic.Uint64
+	maxLen  atomic.Int64
+	once    sync.Once
+	mu      sync.Mutex
+	idle    *sync.Cond
+	pending int
+}
+
+// NewIngestRecorder starts a recorder writing through ing.
+func NewIngestRecorder(ing *ingest.Ingester, st store.Store, log *slog.Logger, o RecordOptions) *IngestRecorder {
+	if o.QueueSize <= 0 {
+		o.QueueSize = 10000
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &IngestRecorder{ing: ing, st: st, log: log, q: make(chan *Record, o.QueueSize), block: o.Block, done: make(chan struct{})}
+	r.idle = sync.NewCond(&r.mu)
+	go r.run()
+	return r
+}
+
+// Record queues rec; false when the queue is full (dropped).
+func (r *IngestRecorder) Record(rec *Record) bool {
+	r.mu.Lock()
+	r.pending++
+	r.mu.Unlock()
+	ok := false
+	select {
+	case r.q <- rec:
+		ok = true
+	default:
+		if r.block {
+			select {
+			case r.q <- rec:
+				ok = true
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	if n := int64(len(r.q)); n > r.maxLen.Load() {
+		r.maxLen.Store(n)
+	}
+	if !ok {
+		r.dropped.Add(1)
+		r.finished()
+	}
+	return ok
+}
+
+func (r *IngestRecorder) finished() {
+	r.mu.Lock()
+	r.pending--
+	if r.pending == 0 {
+		r.idle.Broadcast()
+	}
+	r.mu.Unlock()
+}
+
+// Flush waits until every queued record is written.
+func (r *IngestRecorder) Flush() {
+	r.mu.Lock()
+	for r.pending > 0 {
+		r.idle.Wait()
+	}
+	r.mu.Unlock()
+}
+
+// Stats are the recorder's counters: records written, dropped
+// (vigil_trace_write_dropped_total) and the largest queue depth seen.
+func (r *IngestRecorder) Stats() (written, dropped uint64, maxQueue int64) {
+	return r.written.Load(), r.dropped.Load(), r.maxLen.Load()
+}
+
+// Close writes what is queued and stops the writer.
+func (r *IngestRecorder) Close() {
+	r.once.Do(func() { close(r.q) })
+	<-r.done
+}
+
+// run writes records in order. What is queued when it looks (up to 100
+// records) is one batch: consecutive new traces of one owner and dataset
+// go into one push transaction.
+func (r *IngestRecorder) run() {
+	defer close(r.done)
+	for rec := range r.q {
+		batch := []*Record{rec}
+	drain:
+		for len(batch) < 100 {
+			select {
+			case x, ok := <-r.q:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, x)
+			default:
+				break drain
+			}
+		}
+		for _, x := range batch {
+			if x.Finish != nil {
+				x.Finish(x)
+			}
+		}
+		for i := 0; i < len(batch); {
+			j := i + 1
+			if batch[i].New {
+				for j < len(batch) && batch[j].New && batch[j].Identity.UserID == batch[i].Identity.UserID && batch[j].Dataset == batch[i].Dataset {
+					j++
+				}
+			}
+			r.writeAll(batch[i:j])
+			i = j
+		}
+	}
+}
+
+// writeAll writes one record, or several new traces in one push; a
+// failed push is retried record by record, so one bad record loses only
+// itself.
+func (r *IngestRecorder) writeAll(recs []*Record) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	defer func() {
+		for range recs {
+			r.finished()
+		}
+	}()
+	if len(recs) > 1 {
+		if err := r.pushAll(ctx, recs); err == nil {
+			r.written.Add(uint64(len(recs)))
+			return
+		}
+	}
+	for _, rec := range recs {
+		if err := r.write(ctx, rec); err != nil {
+			r.log.Error("gateway: record call", "call_id", rec.CallID, "trace_id", rec.TraceID, "err", err)
+		} else {
+			r.written.Add(1)
+		}
+	}
+}
+
+// pushAll pushes new traces of one owner and dataset in one transaction.
+func (r *IngestRecorder) pushAll(ctx context.Context, recs []*Record) error {
+	req := ingest.PushRequest{PushRequest: store.PushRequest{OwnerID: recs[0].Identity.UserID, DatasetName: recs[0].Dataset, CreateIfMissing: true}}
+	tools := map[string]*store.ToolUse{}
+	now := time.Now()
+	for _, rec := range recs {
+		events, err := json.Marshal(rec.Events)
+		if err != nil {
+			return err
+		}
+		md, err := json.Marshal(rec.Metadata)
+		if err != nil {
+			return err
+		}
+		pe, err := ingest.Prepare(events, ingest.TraceOptions{TraceID: rec.TraceID}, new(ingest.Warnings))
+		if err != nil {
+			return err
+		}
+		ingest.MergeTools(tools, pe.Tools)
+		req.Blobs = append(req.Blobs, pe.Images.Blobs...)
+		req.Traces = append(req.Traces, store.NewTrace{ID: rec.TraceID, Metadata: md, SessionKey: rec.SessionKey, KeyID: rec.Identity.KeyID,
+			TimeCreated: now, Messages: pe.Messages, Annotations: storeAnnotations(rec)})
+	}
+	req.Tools = ingest.ToolList(tools)
+	_, err := r.ing.Push(ctx, req)
+	return err
+}
+
+func (r *IngestRecorder) write(ctx context.Context, rec *Record) error {
+	events, err := json.Marshal(rec.Events)
+	if err != nil {
+		return err
+	}
+	md, err := json.Marshal(rec.Metadata)
+	if err != nil {
+		return err
+	}
+	anns := storeAnnotations(rec)
+	now := time.Now()
+	if rec.New {
+		pe, err := ingest.Prepare(events, ingest.TraceOptions{TraceID: rec.TraceID}, new(ingest.Warnings))
+		if err != nil {
+			return fmt.Errorf("prepare trace %s: %w", rec.TraceID, err)
+		}
+		_, err = r.ing.Push(ctx, ingest.PushRequest{PushRequest: store.PushRequest{
+			OwnerID: rec.Identity.UserID, DatasetName: rec.Dataset, CreateIfMissing: true,
+			Traces: []store.NewTrace{{ID: rec.TraceID, Metadata: md, SessionKey: rec.SessionKey, KeyID: rec.Identity.KeyID,
+				TimeCreated: now, Messages: pe.Messages, Annotations: anns}},
+			Tools: ingest.ToolList(pe.Tools),
+		}, Blobs: pe.Images.Blobs})
+		if err != nil {
+			return fmt.Errorf("push trace %s: %w", rec.TraceID, err)
+		}
+		return nil
+	}
+	t, err := r.st.GetTrace(ctx, rec.TraceID, false)
+	if err != nil {
+		return fmt.Errorf("trace %s: %w", rec.TraceID, err)
+	}
+	ids, err := r.st.MessageIDs(ctx, rec.TraceID)
+	if err != nil {
+		return fmt.Errorf("trace %s: %w", rec.TraceID, err)
+	}
+	t.Messages = make([]store.Message, len(ids))
+	for i, id := range ids {
+		t.Messages[i] = store.Message{ID: id, Index: i}
+	}
+	if len(rec.Events) > 0 {
+		pe, err := ingest.PrepareAppend(t, events, now, "messages", new(ingest.Warnings))
+		if err != nil {
+			return fmt.Errorf("prepare append to %s: %w", rec.TraceID, err)
+		}
+		if _, err := r.ing.Append(ctx, ingest.AppendRequest{Trace: t, Events: pe, Annotations: anns, Time: now}); err != nil {
+			return fmt.Errorf("append to trace %s: %w", rec.TraceID, err)
+		}
+	}
+	if _, err := r.st.UpdateTrace(ctx, rec.TraceID, store.TraceUpdate{MetadataMerge: md}); err != nil {
+		return fmt.Errorf("metadata of trace %s: %w", rec.TraceID, err)
+	}
+	return nil
+}
+
+// storeAnnotations converts a record's annotations.
+func storeAnnotations(rec *Record) []*store.Annotation {
+	var out []*store.Annotation
+	for _, a := range rec.Annotations {
+		extra, _ := json.Marshal(a.Extra)
+		sa := &store.Annotation{UserID: rec.Identity.UserID, OwnerID: rec.Identity.UserID, Content: a.Content, ExtraMetadata: extra,
+			Source: "guardrails-error", Resolved: true, Address: a.Address}
+		if a.Index >= 0 {
+			i := a.Index
+			sa.AnchorIndex = &i
+		} else if sa.Address == "" {
+			sa.Address = "<root>"
+		}
+		out = append(out, sa)
+	}
+	return out
+}
