@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/gateway"
+	"github.com/vigilhq/vigil/mcp"
 	"github.com/vigilhq/vigil/server"
 )
 
@@ -42,8 +43,13 @@ func mountGateway(srv *server.Server, fc *fileConfig, log *slog.Logger) (func(),
 	}
 	auth, rules, comp, rec := gateway.Embedded(srv, ro)
 	opts.Auth, opts.Rules, opts.Compiler, opts.Recorder, opts.Logger = auth, rules, comp, rec, log
+	// The MCP routes ([/{dataset}]/mcp/streamable and /mcp/{server}):
+	// the MCP proxy, recording and pinning in-process.
+	mp := mcp.NewProxy(mcpProxyConfig(fc, srv, log))
+	opts.MCP = mp
 	gw, err := gateway.New(opts)
 	if err != nil {
+		mp.Close(context.Background())
 		rec.Close()
 		return nil, err
 	}
@@ -52,6 +58,9 @@ func mountGateway(srv *server.Server, fc *fileConfig, log *slog.Logger) (func(),
 	return func() {
 		once.Do(func() {
 			gw.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			mp.Close(ctx)
+			cancel()
 			rec.Close()
 		})
 	}, nil
