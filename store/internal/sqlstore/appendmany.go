@@ -1,0 +1,164 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vigilhq/vigil/store"
+)
+
+// appendTx locks req's trace in tx, seals and anchors its events and
+// queues in b the writes of the append (events, receipts, annotations,
+// session tail, trace counters and, from AppendMany, its name and
+// metadata), the search mark and the monitor job. The caller runs b and
+// records req.Tools.
+func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.AppendRequest) (*store.AppendResult, error) {
+	t, sess, err := s.lockTrace(ctx, tx, req.TraceID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Status != store.RunOpen {
+		return nil, fmt.Errorf("append to trace %s: run is %s: %w", t.ID, t.Status, store.ErrFinished)
+	}
+	if sess.ClosedAt != nil {
+		return nil, fmt.Errorf("append to trace %s: session %s is closed: %w", t.ID, sess.ID, store.ErrFinished)
+	}
+	first := t.MessageCount
+	msgs, err := prepareMessages(t.ID, req.Messages, first)
+	if err != nil {
+		return nil, err
+	}
+	at := orNow(req.Time)
+	var recs []store.Receipt
+	if len(msgs) > 0 {
+		if recs, err = seal(ctx, req.Seal, sess, t, first, msgs); err != nil {
+			return nil, err
+		}
+	}
+	var annRows [][]any
+	for _, a := range req.Annotations {
+		err := anchor(a, t.ID, t.OwnerID, func(i int) (string, bool, error) {
+			if i >= first && i < first+len(msgs) {
+				return msgs[i-first].ID, true, nil
+			}
+			if i < 0 || i >= first {
+				return "", false, nil
+			}
+			var id string
+			if err := tx.QueryRow(ctx, `SELECT message_id FROM messages WHERE trace_id = $1 AND idx = $2`, t.ID, int64(i)).Scan(&id); err != nil {
+				return "", false, fmt.Errorf("anchor annotation in trace %s: %w", t.ID, err)
+			}
+			return id, true, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		annRows = append(annRows, annotationRow(a))
+	}
+	renamed := req.Name != nil && *req.Name != t.Name
+	if req.Name != nil {
+		t.Name = *req.Name
+	}
+	if req.MetadataMerge != nil {
+		if t.Metadata, err = store.MergePatch(t.Metadata, req.MetadataMerge); err != nil {
+			return nil, fmt.Errorf("append to trace %s: metadata: %w", t.ID, err)
+		}
+	}
+	if len(msgs) > 0 {
+		t.MessageCount += len(msgs)
+		t.TimeLastPushed = at
+	}
+	switch {
+	case req.Name != nil || req.MetadataMerge != nil:
+		b.Exec(`UPDATE traces SET message_count = $2, time_last_pushed = $3, name = $4, metadata = $5 WHERE id = $1`,
+			t.ID, int64(t.MessageCount), micros(t.TimeLastPushed), nullString(t.Name), objectOrEmpty(t.Metadata))
+	case len(msgs) > 0:
+		b.Exec(`UPDATE traces SET message_count = $2, time_last_pushed = $3 WHERE id = $1`, t.ID, int64(t.MessageCount), micros(at))
+	}
+	if len(recs) > 0 {
+		b.Exec(saveTailSQL, saveTailArgs(sess)...)
+	}
+	rows := make([][]any, len(msgs))
+	for i := range msgs {
+		rows[i] = messageRow(t.ID, &msgs[i])
+	}
+	b.Insert("messages", messageColList, rows)
+	rrows := make([][]any, len(recs))
+	for i := range recs {
+		rrows[i] = receiptRow(&recs[i])
+	}
+	b.Insert("receipts", receiptColList, rrows)
+	b.Insert("annotations", annotationColList, annRows)
+	if len(msgs) > 0 || renamed {
+		b.Exec(markPendingSQL, t.ID)
+	}
+	if t.DatasetID != "" && len(msgs) > 0 {
+		b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at))
+	}
+	s.enqueueMonitor(b, t.DatasetID, t.ID, first, first+len(msgs), at)
+	return &store.AppendResult{Trace: t, Messages: msgs, Receipts: recs}, nil
+}
+
+// AppendMany implements store.Traces: the traces are locked in id order
+// (two transactions appending to the same traces cannot deadlock), their
+// writes run as one batch, and the tool registry is updated per dataset.
+func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]store.AppendOutcome, error) {
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(reqs[a].TraceID, reqs[b].TraceID) })
+	for k := 1; k < len(order); k++ {
+		if id := reqs[order[k]].TraceID; id == reqs[order[k-1]].TraceID {
+			return nil, fmt.Errorf("append to traces: trace %s appears twice: %w", id, store.ErrConflict)
+		}
+	}
+	var out []store.AppendOutcome
+	err := s.inTx(ctx, func(tx Tx) error {
+		out = make([]store.AppendOutcome, len(reqs))
+		var b Batch
+		tools := map[string][]store.ToolUse{}
+		var dsOrder []string
+		for _, i := range order {
+			req := &reqs[i]
+			res, err := s.appendTx(ctx, tx, &b, req)
+			switch {
+			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrFinished):
+				out[i].Err = err
+				continue
+			case err != nil:
+				return err
+			}
+			out[i].AppendResult = res
+			if ds := res.Trace.DatasetID; ds != "" && len(req.Tools) > 0 {
+				if _, ok := tools[ds]; !ok {
+					dsOrder = append(dsOrder, ds)
+				}
+				tools[ds] = append(tools[ds], req.Tools...)
+			}
+		}
+		if err := tx.RunBatch(ctx, &b); err != nil {
+			return s.conflict(err, "append to traces")
+		}
+		slices.Sort(dsOrder)
+		for _, ds := range dsOrder {
+			if err := s.recordTools(ctx, tx, ds, tools[ds], orNow(reqs[0].Time)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range out {
+		if o.AppendResult != nil && len(o.Messages) > 0 {
+			t := o.Trace
+			s.jobsQueued(ctx, t.DatasetID, recentWrite{t.ID, t.MessageCount - len(o.Messages), o.Messages})
+		}
+	}
+	return out, nil
+}
