@@ -23,10 +23,6 @@ import (
 // conversation is pushed as a trace with session_key "otel:<id>", a
 // known one appended to.
 
-// appendParallelism bounds the concurrent append transactions of one
-// request.
-const appendParallelism = 4
-
 // principal is who writes: the key's user (owner) and key.
 type principal struct {
 	ownerID, userID, keyID string
@@ -495,23 +491,15 @@ func (w *writer) store(ctx context.Context, p principal, groups []*group) (err e
 			appends = append(appends, g)
 		}
 	}
-	// Appends to distinct traces are independent transactions: run up to
-	// appendParallelism at once (the store serialises them where it must).
-	errs := make([]error, len(appends))
-	sem := make(chan struct{}, appendParallelism)
-	var wg sync.WaitGroup
-	for i, g := range appends {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = w.appendGroup(ctx, p, g, now)
-		}()
+	// All appends (events, annotations, name and metadata) in one store
+	// transaction.
+	outs, err := w.appendGroups(ctx, p, appends, now)
+	if err != nil {
+		return err
 	}
-	wg.Wait()
 	var firstErr error
 	for i, g := range appends {
-		switch err := errs[i]; {
+		switch err := outs[i]; {
 		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrFinished):
 			// The trace was deleted or its run finished: start a new one.
 			w.replan(p, g)
@@ -594,40 +582,58 @@ func (w *writer) pushGroups(ctx context.Context, p principal, dataset string, gr
 	return nil
 }
 
-func (w *writer) appendGroup(ctx context.Context, p principal, g *group, now time.Time) error {
-	st := g.st
-	t := &store.Trace{ID: st.traceID, OwnerID: p.ownerID, DatasetID: st.datasetID}
-	if len(g.events) > 0 || len(g.anns) > 0 {
-		var warn ingest.Warnings
-		pe, err := ingest.Prepare(eventsJSON(g.events), ingest.TraceOptions{FirstIndex: st.count, StrictTimestamps: true, DefaultTime: now, TraceID: st.traceID, Path: "otlp"}, &warn)
-		if err != nil {
-			return fmt.Errorf("otlp: conversation %s: %w", g.conv, err)
+// appendGroups appends the groups' new events and annotations to their
+// traces and updates their names and metadata, in one AppendMany; it
+// returns each group's outcome (ErrNotFound, ErrFinished or nil).
+func (w *writer) appendGroups(ctx context.Context, p principal, groups []*group, now time.Time) ([]error, error) {
+	errs := make([]error, len(groups))
+	var reqs []ingest.AppendRequest
+	var idx []int
+	metas := make([]string, len(groups))
+	for i, g := range groups {
+		st := g.st
+		req := ingest.AppendRequest{Trace: &store.Trace{ID: st.traceID, OwnerID: p.ownerID, DatasetID: st.datasetID},
+			Annotations: g.anns, Time: now}
+		if len(g.events) > 0 {
+			var warn ingest.Warnings
+			pe, err := ingest.Prepare(eventsJSON(g.events), ingest.TraceOptions{FirstIndex: st.count, StrictTimestamps: true, DefaultTime: now, TraceID: st.traceID, Path: "otlp"}, &warn)
+			if err != nil {
+				return nil, fmt.Errorf("otlp: conversation %s: %w", g.conv, err)
+			}
+			req.Events = pe
 		}
-		if len(pe.Messages) > 0 {
-			if _, err := w.ing.Append(ctx, ingest.AppendRequest{Trace: t, Events: pe, Annotations: g.anns, Time: now}); err != nil {
-				return fmt.Errorf("otlp: append to trace %s: %w", st.traceID, err)
+		if md := st.metadata(); string(md) != st.lastMeta {
+			req.MetadataMerge, metas[i] = md, string(md)
+			if st.name != "" {
+				req.Name = &st.name
 			}
-			st.count += len(pe.Messages)
-		} else {
-			for _, a := range g.anns {
-				a.TraceID, a.OwnerID = st.traceID, p.ownerID
-				if err := w.st.CreateAnnotation(ctx, a); err != nil {
-					return fmt.Errorf("otlp: annotate trace %s: %w", st.traceID, err)
-				}
-			}
+		}
+		if (req.Events == nil || len(req.Events.Messages) == 0) && len(req.Annotations) == 0 && req.MetadataMerge == nil {
+			continue
+		}
+		reqs = append(reqs, req)
+		idx = append(idx, i)
+	}
+	if len(reqs) == 0 {
+		return errs, nil
+	}
+	outs, err := w.ing.AppendMany(ctx, reqs)
+	if err != nil {
+		return nil, fmt.Errorf("otlp: append to %d traces: %w", len(reqs), err)
+	}
+	for k, o := range outs {
+		i := idx[k]
+		if o.Err != nil {
+			errs[i] = o.Err
+			continue
+		}
+		st := groups[i].st
+		st.count += len(o.Messages)
+		if metas[i] != "" {
+			st.lastMeta = metas[i]
 		}
 	}
-	if md := st.metadata(); string(md) != st.lastMeta {
-		up := store.TraceUpdate{MetadataMerge: md}
-		if st.name != "" {
-			up.Name = &st.name
-		}
-		if _, err := w.st.UpdateTrace(ctx, st.traceID, up); err != nil {
-			return fmt.Errorf("otlp: update trace %s: %w", st.traceID, err)
-		}
-		st.lastMeta = string(md)
-	}
-	return nil
+	return errs, nil
 }
 
 // DatasetName resolves a request's dataset (spec §11): the Vigil-Dataset
