@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -13,29 +14,30 @@ import (
 // appendTx locks req's trace in tx, seals and anchors its events and
 // queues in b the writes of the append (events, receipts, annotations,
 // session tail, trace counters and, from AppendMany, its name and
-// metadata), the search mark and the monitor job. The caller runs b and
-// records req.Tools.
-func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.AppendRequest) (*store.AppendResult, error) {
+// metadata) and the monitor job. The caller lists the trace for the
+// search index when reindex, bumps the dataset's latest trace time when
+// events were appended, runs b and records req.Tools.
+func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.AppendRequest) (res *store.AppendResult, reindex bool, err error) {
 	t, sess, err := s.lockTrace(ctx, tx, req.TraceID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if t.Status != store.RunOpen {
-		return nil, fmt.Errorf("append to trace %s: run is %s: %w", t.ID, t.Status, store.ErrFinished)
+		return nil, false, fmt.Errorf("append to trace %s: run is %s: %w", t.ID, t.Status, store.ErrFinished)
 	}
 	if sess.ClosedAt != nil {
-		return nil, fmt.Errorf("append to trace %s: session %s is closed: %w", t.ID, sess.ID, store.ErrFinished)
+		return nil, false, fmt.Errorf("append to trace %s: session %s is closed: %w", t.ID, sess.ID, store.ErrFinished)
 	}
 	first := t.MessageCount
 	msgs, err := prepareMessages(t.ID, req.Messages, first)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	at := orNow(req.Time)
 	var recs []store.Receipt
 	if len(msgs) > 0 {
 		if recs, err = seal(ctx, req.Seal, sess, t, first, msgs); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	var annRows [][]any
@@ -54,7 +56,7 @@ func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.Append
 			return id, true, nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		annRows = append(annRows, annotationRow(a))
 	}
@@ -64,7 +66,7 @@ func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.Append
 	}
 	if req.MetadataMerge != nil {
 		if t.Metadata, err = store.MergePatch(t.Metadata, req.MetadataMerge); err != nil {
-			return nil, fmt.Errorf("append to trace %s: metadata: %w", t.ID, err)
+			return nil, false, fmt.Errorf("append to trace %s: metadata: %w", t.ID, err)
 		}
 	}
 	if len(msgs) > 0 {
@@ -92,14 +94,8 @@ func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.Append
 	}
 	b.Insert("receipts", receiptColList, rrows)
 	b.Insert("annotations", annotationColList, annRows)
-	if len(msgs) > 0 || renamed {
-		b.Exec(markPendingSQL, t.ID)
-	}
-	if t.DatasetID != "" && len(msgs) > 0 {
-		b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at))
-	}
 	s.enqueueMonitor(b, t.DatasetID, t.ID, first, first+len(msgs), at)
-	return &store.AppendResult{Trace: t, Messages: msgs, Receipts: recs}, nil
+	return &store.AppendResult{Trace: t, Messages: msgs, Receipts: recs}, len(msgs) > 0 || renamed, nil
 }
 
 // AppendMany implements store.Traces: the traces are locked in id order
@@ -120,11 +116,13 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 	err := s.inTx(ctx, func(tx Tx) error {
 		out = make([]store.AppendOutcome, len(reqs))
 		var b Batch
+		var pending []string
+		latest := map[string]int64{}
 		tools := map[string][]store.ToolUse{}
 		var dsOrder []string
 		for _, i := range order {
 			req := &reqs[i]
-			res, err := s.appendTx(ctx, tx, &b, req)
+			res, reindex, err := s.appendTx(ctx, tx, &b, req)
 			switch {
 			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrFinished):
 				out[i].Err = err
@@ -133,6 +131,12 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 				return err
 			}
 			out[i].AppendResult = res
+			if reindex {
+				pending = append(pending, res.Trace.ID)
+			}
+			if ds := res.Trace.DatasetID; ds != "" && len(res.Messages) > 0 {
+				latest[ds] = max(latest[ds], micros(res.Trace.TimeLastPushed))
+			}
 			if ds := res.Trace.DatasetID; ds != "" && len(req.Tools) > 0 {
 				if _, ok := tools[ds]; !ok {
 					dsOrder = append(dsOrder, ds)
@@ -140,7 +144,15 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 				tools[ds] = append(tools[ds], req.Tools...)
 			}
 		}
-		if err := tx.RunBatch(ctx, &b); err != nil {
+		// One statement each for the search marks and per dataset, and
+		// one bulk insert per table.
+		if len(pending) > 0 {
+			b.Exec(markPendingFrom(s.b.In("id", 1)), s.b.ListArg(pending))
+		}
+		for _, ds := range slices.Sorted(maps.Keys(latest)) {
+			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, ds, latest[ds])
+		}
+		if err := tx.RunBatch(ctx, coalesce(&b)); err != nil {
 			return s.conflict(err, "append to traces")
 		}
 		slices.Sort(dsOrder)

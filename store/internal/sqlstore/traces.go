@@ -661,8 +661,12 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 	err := s.inTx(ctx, func(tx Tx) error {
 		var b Batch
 		var err error
-		if res, err = s.appendTx(ctx, tx, &b, &req); err != nil {
+		if res, _, err = s.appendTx(ctx, tx, &b, &req); err != nil {
 			return err
+		}
+		b.Exec(markPendingSQL, res.Trace.ID)
+		if res.Trace.DatasetID != "" {
+			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, res.Trace.DatasetID, micros(res.Trace.TimeLastPushed))
 		}
 		if err := tx.RunBatch(ctx, &b); err != nil {
 			return s.conflict(err, "append to trace "+res.Trace.ID)
