@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"slices"
 	"strings"
@@ -29,8 +28,8 @@ type principal struct {
 }
 
 // writer holds the de-duplication state and writes through ingest. It is
-// safe for concurrent use: conversations are locked by stripe, in stripe
-// order, so requests touching the same conversation are serialised.
+// safe for concurrent use: a request locks its conversations (in key
+// order), so requests touching the same conversation are serialised.
 type writer struct {
 	st             store.Store
 	ing            *ingest.Ingester
@@ -38,8 +37,7 @@ type writer struct {
 	now            func() time.Time
 	defaultDataset string
 
-	seed  maphash.Seed
-	locks [128]sync.Mutex
+	locks convLocks
 
 	mu        sync.Mutex // guards the caches below
 	convs     *lru[string, *convState]
@@ -49,7 +47,7 @@ type writer struct {
 
 func newWriter(st store.Store, ing *ingest.Ingester, defaultDataset string, cacheSize int) *writer {
 	return &writer{
-		st: st, ing: ing, now: time.Now, defaultDataset: defaultDataset, seed: maphash.MakeSeed(),
+		st: st, ing: ing, now: time.Now, defaultDataset: defaultDataset,
 		convs: newLRU[string, *convState](cacheSize), seen: newLRU[string, struct{}](cacheSize * 8),
 		traceConv: newLRU[string, string](cacheSize * 4),
 	}
@@ -92,7 +90,7 @@ func (r *result) message() string { return strings.Join(r.errMsgs, "; ") }
 type group struct {
 	dataset, conv string
 	spans         []*span
-	stripe        int
+	key           string // owner \x00 dataset \x00 conversation
 	st            *convState
 	// the planned write
 	events  []*trace.Object
@@ -151,7 +149,7 @@ func (w *writer) write(ctx context.Context, p principal, headerDataset string, s
 		k := ds + "\x00" + conv
 		g := groups[k]
 		if g == nil {
-			g = &group{dataset: ds, conv: conv, stripe: int(maphash.String(w.seed, p.ownerID+"\x00"+k) % uint64(len(w.locks)))}
+			g = &group{dataset: ds, conv: conv, key: w.convKey(p.ownerID, ds, conv)}
 			groups[k] = g
 		}
 		g.spans = append(g.spans, sp)
@@ -165,25 +163,13 @@ func (w *writer) write(ctx context.Context, p principal, headerDataset string, s
 		slices.SortStableFunc(g.spans, func(a, b *span) int { return a.Start.Compare(b.Start) })
 		list = append(list, g)
 	}
-	slices.SortFunc(list, func(a, b *group) int {
-		if a.stripe != b.stripe {
-			return a.stripe - b.stripe
-		}
-		return strings.Compare(a.dataset+"\x00"+a.conv, b.dataset+"\x00"+b.conv)
-	})
-	// Lock the stripes in order (no deadlock between requests).
-	var locked []int
-	for _, g := range list {
-		if len(locked) == 0 || locked[len(locked)-1] != g.stripe {
-			w.locks[g.stripe].Lock()
-			locked = append(locked, g.stripe)
-		}
+	slices.SortFunc(list, func(a, b *group) int { return strings.Compare(a.key, b.key) })
+	// Lock the conversations in key order (no deadlock between requests).
+	keys := make([]string, len(list))
+	for i, g := range list {
+		keys[i] = g.key
 	}
-	defer func() {
-		for _, s := range locked {
-			w.locks[s].Unlock()
-		}
-	}()
+	defer w.locks.lock(keys)()
 	for _, g := range list {
 		st, err := w.state(ctx, p.ownerID, g.dataset, g.conv)
 		if err != nil {
@@ -215,7 +201,7 @@ func (w *writer) convKey(owner, dataset, conv string) string {
 }
 
 // state returns the conversation's state, from the cache or rebuilt from
-// the stored trace. The caller holds the conversation's stripe lock.
+// the stored trace. The caller holds the conversation's lock.
 func (w *writer) state(ctx context.Context, owner, dataset, conv string) (*convState, error) {
 	key := w.convKey(owner, dataset, conv)
 	w.mu.Lock()
