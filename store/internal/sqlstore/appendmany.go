@@ -11,17 +11,13 @@ import (
 	"github.com/vigilhq/vigil/store"
 )
 
-// appendTx locks req's trace in tx, seals and anchors its events and
+// appendTx, given req's trace and session as locked in tx, seals and anchors its events and
 // queues in b the writes of the append (events, receipts, annotations,
 // session tail, trace counters and, from AppendMany, its name and
 // metadata) and the monitor job. The caller lists the trace for the
 // search index when reindex, bumps the dataset's latest trace time when
 // events were appended, runs b and records req.Tools.
-func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.AppendRequest) (res *store.AppendResult, reindex bool, err error) {
-	t, sess, err := s.lockTrace(ctx, tx, req.TraceID)
-	if err != nil {
-		return nil, false, err
-	}
+func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.AppendRequest, t *store.Trace, sess *store.Session) (res *store.AppendResult, reindex bool, err error) {
 	if t.Status != store.RunOpen {
 		return nil, false, fmt.Errorf("append to trace %s: run is %s: %w", t.ID, t.Status, store.ErrFinished)
 	}
@@ -120,9 +116,22 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 		latest := map[string]int64{}
 		tools := map[string][]store.ToolUse{}
 		var dsOrder []string
+		ids := make([]string, len(order))
+		for k, i := range order {
+			ids[k] = reqs[i].TraceID
+		}
+		locked, err := s.lockTraces(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
 		for _, i := range order {
 			req := &reqs[i]
-			res, reindex, err := s.appendTx(ctx, tx, &b, req)
+			l, ok := locked[req.TraceID]
+			if !ok {
+				out[i].Err = fmt.Errorf("append to trace %s: %w", req.TraceID, store.ErrNotFound)
+				continue
+			}
+			res, reindex, err := s.appendTx(ctx, tx, &b, req, l.t, l.sess)
 			switch {
 			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrFinished):
 				out[i].Err = err
@@ -171,6 +180,40 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 			t := o.Trace
 			s.jobsQueued(ctx, t.DatasetID, recentWrite{t.ID, t.MessageCount - len(o.Messages), o.Messages})
 		}
+	}
+	return out, nil
+}
+
+// lockedTrace is a trace and its session as locked by lockTraces.
+type lockedTrace struct {
+	t    *store.Trace
+	sess *store.Session
+}
+
+// lockTraces reads the traces ids (sorted) that exist and their sessions,
+// locking the rows in id order, in one round trip.
+func (s *Store) lockTraces(ctx context.Context, tx Tx, ids []string) (map[string]lockedTrace, error) {
+	rows, err := tx.Query(ctx, `SELECT `+prefixed("t", traceColList)+`, `+prefixed("s", sessionColList)+
+		` FROM traces t JOIN ledger_sessions s ON s.id = t.session_id WHERE `+s.b.In("t.id", 1)+` ORDER BY t.id`+s.b.ForUpdate(), s.b.ListArg(ids))
+	if err != nil {
+		return nil, fmt.Errorf("lock traces: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]lockedTrace, len(ids))
+	for rows.Next() {
+		var xt traceScan
+		var xs sessionScan
+		if err := rows.Scan(append(xt.dest(), xs.dest()...)...); err != nil {
+			return nil, fmt.Errorf("lock traces: %w", err)
+		}
+		t, err := xt.finish()
+		if err != nil {
+			return nil, fmt.Errorf("lock traces: %w", err)
+		}
+		out[t.ID] = lockedTrace{t, xs.finish()}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock traces: %w", err)
 	}
 	return out, nil
 }

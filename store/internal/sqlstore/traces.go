@@ -659,9 +659,12 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 	}
 	var res *store.AppendResult
 	err := s.inTx(ctx, func(tx Tx) error {
+		t, sess, err := s.lockTrace(ctx, tx, req.TraceID)
+		if err != nil {
+			return err
+		}
 		var b Batch
-		var err error
-		if res, _, err = s.appendTx(ctx, tx, &b, &req); err != nil {
+		if res, _, err = s.appendTx(ctx, tx, &b, &req, t, sess); err != nil {
 			return err
 		}
 		b.Exec(markPendingSQL, res.Trace.ID)
