@@ -68,6 +68,8 @@ type AppendRequest struct {
 	// (AppendMany only; nil: unchanged).
 	Name          *string
 	MetadataMerge json.RawMessage
+	// OTLPSpanIDs are recorded with the append (store.AppendRequest).
+	OTLPSpanIDs []string
 }
 
 // Append stores prepared events at the end of a trace with their
@@ -101,7 +103,7 @@ func (in *Ingester) AppendMany(ctx context.Context, reqs []AppendRequest) ([]sto
 	sreqs := make([]store.AppendRequest, len(reqs))
 	for i, req := range reqs {
 		t := req.Trace
-		sr := store.AppendRequest{TraceID: t.ID, Annotations: req.Annotations, Time: req.Time, Name: req.Name, MetadataMerge: req.MetadataMerge}
+		sr := store.AppendRequest{TraceID: t.ID, Annotations: req.Annotations, Time: req.Time, Name: req.Name, MetadataMerge: req.MetadataMerge, OTLPSpanIDs: req.OTLPSpanIDs}
 		if req.Events != nil && len(req.Events.Messages) > 0 {
 			if err := in.PutBlobs(ctx, t.OwnerID, req.Events.Images.Blobs); err != nil {
 				return nil, err

@@ -181,18 +181,6 @@ func (w *writer) write(ctx context.Context, p principal, headerDataset string, s
 	if err := w.store(ctx, p, list); err != nil {
 		return nil, err
 	}
-	var stored []string
-	for _, g := range list {
-		for _, k := range g.seenIDs {
-			stored = append(stored, strings.TrimPrefix(k, p.ownerID+"\x00"))
-		}
-	}
-	if err := w.st.MarkOTLPSpans(ctx, p.ownerID, stored, w.now()); err != nil && w.log != nil {
-		// The events are stored and this process remembers the span
-		// ids; only a retry reaching another process, or this one after
-		// a restart, would not be recognised.
-		w.log.Warn("otlp: record stored span ids", "err", err)
-	}
 	return res, nil
 }
 
@@ -515,6 +503,18 @@ func (w *writer) store(ctx context.Context, p principal, groups []*group) (err e
 	return nil
 }
 
+// spanIDs returns the span ids (and log record keys) of groups, without
+// their owner prefix, which their write records (store.OTLPSpans).
+func spanIDs(p principal, groups ...*group) []string {
+	var ids []string
+	for _, g := range groups {
+		for _, k := range g.seenIDs {
+			ids = append(ids, strings.TrimPrefix(k, p.ownerID+"\x00"))
+		}
+	}
+	return ids
+}
+
 // replan plans a group again on a fresh state (its trace is gone).
 func (w *writer) replan(p principal, g *group) {
 	g.st = &convState{toolOut: map[string]bool{}}
@@ -554,7 +554,7 @@ func (w *writer) pushGroups(ctx context.Context, p principal, dataset string, gr
 	created, _ := json.Marshal(map[string]string{"created_on": now.UTC().Format("2006-01-02 15:04:05")})
 	res, err := w.ing.Push(ctx, ingest.PushRequest{PushRequest: store.PushRequest{
 		OwnerID: p.ownerID, DatasetName: dataset, CreateIfMissing: true, NewDatasetMetadata: created,
-		Traces: traces, Tools: ingest.ToolList(tools),
+		Traces: traces, Tools: ingest.ToolList(tools), OTLPSpanIDs: spanIDs(p, groups...),
 	}, Blobs: blobs})
 	if err != nil {
 		return fmt.Errorf("otlp: push to dataset %s: %w", dataset, err)
@@ -579,7 +579,7 @@ func (w *writer) appendGroups(ctx context.Context, p principal, groups []*group,
 	for i, g := range groups {
 		st := g.st
 		req := ingest.AppendRequest{Trace: &store.Trace{ID: st.traceID, OwnerID: p.ownerID, DatasetID: st.datasetID},
-			Annotations: g.anns, Time: now}
+			Annotations: g.anns, Time: now, OTLPSpanIDs: spanIDs(p, g)}
 		if len(g.events) > 0 {
 			var warn ingest.Warnings
 			pe, err := ingest.Prepare(eventsJSON(g.events), ingest.TraceOptions{FirstIndex: st.count, StrictTimestamps: true, DefaultTime: now, TraceID: st.traceID, Path: "otlp"}, &warn)
@@ -594,7 +594,7 @@ func (w *writer) appendGroups(ctx context.Context, p principal, groups []*group,
 				req.Name = &st.name
 			}
 		}
-		if (req.Events == nil || len(req.Events.Messages) == 0) && len(req.Annotations) == 0 && req.MetadataMerge == nil {
+		if (req.Events == nil || len(req.Events.Messages) == 0) && len(req.Annotations) == 0 && req.MetadataMerge == nil && len(req.OTLPSpanIDs) == 0 {
 			continue
 		}
 		reqs = append(reqs, req)

@@ -263,8 +263,8 @@ type Traces interface {
 	AppendEvents(ctx context.Context, req AppendRequest) (*AppendResult, error)
 	// AppendMany appends to several traces in one transaction (one
 	// commit for all), each as AppendEvents would, also applying each
-	// request's Name and MetadataMerge (a request may then have no
-	// messages). A trace that is missing or finished does not fail the
+	// request's Name, MetadataMerge and OTLPSpanIDs (a request may then
+	// have no messages). A trace that is missing or finished does not fail the
 	// others: its outcome's Err is ErrNotFound or ErrFinished and nothing
 	// of it is written. Any other error writes nothing. A trace may appear
 	// once (ErrConflict).
@@ -1097,6 +1097,10 @@ type PushRequest struct {
 	// in memory uses it. An error aborts the push. Nil: Messages are set
 	// in Traces.
 	Prepare func(i int, nt *NewTrace) error
+	// OTLPSpanIDs are recorded for OwnerID in the same transaction, as
+	// MarkOTLPSpans would (OTLP ingest: the events and the ids of the
+	// spans they came from are stored together or not at all).
+	OTLPSpanIDs []string
 }
 
 // PushResult is the outcome of PushTraces.
@@ -1120,6 +1124,10 @@ type AppendRequest struct {
 	// (AppendMany only; nil: unchanged).
 	Name          *string
 	MetadataMerge json.RawMessage
+	// OTLPSpanIDs are recorded for the trace's owner in the same
+	// transaction, as MarkOTLPSpans would (AppendMany only; see
+	// PushRequest.OTLPSpanIDs).
+	OTLPSpanIDs []string
 }
 
 // AppendResult is the outcome of AppendEvents.

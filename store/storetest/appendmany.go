@@ -36,8 +36,8 @@ func testAppendMany(t *testing.T, s store.Store) {
 		{TraceID: tr[0].ID, Messages: []store.Message{event("y0", "user", "Axolotl"), event("y1", "assistant", "hi")}, Seal: chainSeal,
 			Name: &name, MetadataMerge: json.RawMessage(`{"model":"m1","usage":{"input_tokens":3}}`), Time: at,
 			Annotations: []*store.Annotation{annotation("note", `{}`)}},
-		{TraceID: "no-such-trace", Messages: []store.Message{event("z0", "user", "lost")}, Seal: chainSeal},
-		{TraceID: tr[1].ID, MetadataMerge: json.RawMessage(`{"k":"v"}`)},
+		{TraceID: "no-such-trace", Messages: []store.Message{event("z0", "user", "lost")}, Seal: chainSeal, OTLPSpanIDs: []string{"s3"}},
+		{TraceID: tr[1].ID, MetadataMerge: json.RawMessage(`{"k":"v"}`), OTLPSpanIDs: []string{"s1", "s2"}},
 		{TraceID: tr[3].ID, Messages: []store.Message{event("w0", "user", "late")}, Seal: chainSeal},
 	}
 	out, err := s.AppendMany(ctx, reqs)
@@ -75,6 +75,13 @@ func testAppendMany(t *testing.T, s store.Store) {
 		if c.pushed != got.TimeLastPushed.Equal(at) {
 			t.Errorf("trace %s: last pushed %v, appended at %v: %v", c.id, got.TimeLastPushed, at, c.pushed)
 		}
+	}
+	// The span ids of written requests are recorded, those of a request
+	// not written are not.
+	seen, err := s.SeenOTLPSpans(ctx, u.ID, []string{"s1", "s2", "s3"})
+	must(t, err)
+	if !seen["s1"] || !seen["s2"] || seen["s3"] {
+		t.Errorf("OTLP span ids recorded: %v, want s1 and s2", seen)
 	}
 	// The receipts continue each trace's chain.
 	recs, err := s.ListReceipts(ctx, tr[0].SessionID, 0, 0)
@@ -123,6 +130,23 @@ func testAppendManyAllOrNothing(t *testing.T, s store.Store) {
 	})
 	if !errors.Is(err, store.ErrConflict) {
 		t.Errorf("a taken message id: %v, want ErrConflict", err)
+	}
+	_, err = s.AppendMany(ctx, []store.AppendRequest{
+		{TraceID: tr[0].ID, Messages: []store.Message{event("new", "user", "a")}, OTLPSpanIDs: []string{"f1"}},
+		{TraceID: tr[1].ID, Messages: []store.Message{event("m1-0", "user", "taken id")}},
+	})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a taken message id (with span ids): %v, want ErrConflict", err)
+	}
+	if seen, err := s.SeenOTLPSpans(ctx, u.ID, []string{"f1"}); err != nil || len(seen) != 0 {
+		t.Errorf("span ids of a failed AppendMany recorded: %v, %v", seen, err)
+	}
+	// A push records its span ids with its traces.
+	_, err = s.PushTraces(ctx, store.PushRequest{OwnerID: u.ID, DatasetName: "d", Traces: []store.NewTrace{{Messages: events("p", 1)}},
+		OTLPSpanIDs: []string{"p1", "p2"}})
+	must(t, err)
+	if seen, err := s.SeenOTLPSpans(ctx, u.ID, []string{"p1", "p2"}); err != nil || len(seen) != 2 {
+		t.Errorf("span ids of a push: %v, %v", seen, err)
 	}
 	for _, x := range tr {
 		got, err := s.GetTrace(ctx, x.ID, false)

@@ -114,6 +114,7 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 		var b Batch
 		var pending []string
 		latest := map[string]int64{}
+		spans := map[string][]string{}
 		tools := map[string][]store.ToolUse{}
 		var dsOrder []string
 		ids := make([]string, len(order))
@@ -140,6 +141,9 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 				return err
 			}
 			out[i].AppendResult = res
+			if len(req.OTLPSpanIDs) > 0 {
+				spans[res.Trace.OwnerID] = append(spans[res.Trace.OwnerID], req.OTLPSpanIDs...)
+			}
 			if reindex {
 				pending = append(pending, res.Trace.ID)
 			}
@@ -153,8 +157,11 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 				tools[ds] = append(tools[ds], req.Tools...)
 			}
 		}
-		// One statement each for the search marks and per dataset, and
-		// one bulk insert per table.
+		// One statement each for the search marks, per dataset and per
+		// owner's OTLP span ids, and one bulk insert per table.
+		for _, o := range slices.Sorted(maps.Keys(spans)) {
+			markOTLPSpans(&b, o, spans[o], orNow(reqs[0].Time))
+		}
 		if len(pending) > 0 {
 			b.Exec(markPendingFrom(s.b.In("id", 1)), s.b.ListArg(pending))
 		}

@@ -414,6 +414,7 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 		// Rows left under a reused id by a trace deleted before the
 		// indexer ran (after the mark: the indexer's lock order).
 		tb.Exec(`DELETE FROM search_text WHERE `+s.b.In("trace_id", 1), s.b.ListArg(ids))
+		markOTLPSpans(&tb, req.OwnerID, req.OTLPSpanIDs, at)
 		if watched, err = s.queueMonitorJobs(ctx, tx, &tb, res, at); err != nil {
 			return err
 		}
