@@ -170,8 +170,9 @@ func (w *writer) write(ctx context.Context, p principal, headerDataset string, s
 		keys[i] = g.key
 	}
 	defer w.locks.lock(keys)()
+	datasets := map[string]*store.Dataset{} // looked up once per request
 	for _, g := range list {
-		st, err := w.state(ctx, p.ownerID, g.dataset, g.conv)
+		st, err := w.state(ctx, p.ownerID, g.dataset, g.conv, datasets)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +191,9 @@ func (w *writer) convKey(owner, dataset, conv string) string {
 
 // state returns the conversation's state, from the cache or rebuilt from
 // the stored trace. The caller holds the conversation's lock.
-func (w *writer) state(ctx context.Context, owner, dataset, conv string) (*convState, error) {
+// datasets caches the request's dataset lookups (a nil entry: no such
+// dataset yet).
+func (w *writer) state(ctx context.Context, owner, dataset, conv string, datasets map[string]*store.Dataset) (*convState, error) {
 	key := w.convKey(owner, dataset, conv)
 	w.mu.Lock()
 	st, ok := w.convs.get(key)
@@ -199,12 +202,18 @@ func (w *writer) state(ctx context.Context, owner, dataset, conv string) (*convS
 		return st, nil
 	}
 	st = &convState{toolOut: map[string]bool{}}
-	d, err := w.st.GetDatasetByName(ctx, owner, dataset)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		return nil, fmt.Errorf("otlp: dataset %s: %w", dataset, err)
-	default:
+	d, known := datasets[dataset]
+	if !known {
+		var err error
+		switch d, err = w.st.GetDatasetByName(ctx, owner, dataset); {
+		case errors.Is(err, store.ErrNotFound):
+			d = nil
+		case err != nil:
+			return nil, fmt.Errorf("otlp: dataset %s: %w", dataset, err)
+		}
+		datasets[dataset] = d
+	}
+	if d != nil {
 		ts, err := w.st.ListTraces(ctx, store.TraceFilter{DatasetID: d.ID, SessionKey: sessionKey(conv), Status: store.RunOpen,
 			Order: store.OrderTimeCreatedDesc, Limit: 1, WithMessages: true})
 		if err != nil {
