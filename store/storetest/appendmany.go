@@ -14,6 +14,7 @@ import (
 func init() {
 	register("AppendMany", testAppendMany)
 	register("AppendManyAllOrNothing", testAppendManyAllOrNothing)
+	register("AppendManyText", testAppendManyText)
 }
 
 // testAppendMany appends to several traces in one call: events, receipts
@@ -107,6 +108,38 @@ func testAppendMany(t *testing.T, s store.Store) {
 		must(t, err)
 		if !slices.Equal(got, want) {
 			t.Errorf("search %q = %q, want %q", q, got, want)
+		}
+	}
+}
+
+// testAppendManyText: names and metadata with quotes, backslashes,
+// non-ASCII and JSON-special characters are stored exactly (AppendMany
+// updates the rows of many traces by one statement that carries them as
+// JSON on SQLite).
+func testAppendManyText(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	u := newUser(t, s, "u")
+	tr := push(t, s, u.ID, "d", 3, 1).Traces
+	names := []string{`a "quoted" \ name`, "emoji 😀 and \\u2028 \u2028 line sep", "tab\\tand\tnewline\n"}
+	var reqs []store.AppendRequest
+	for i, x := range tr {
+		reqs = append(reqs, store.AppendRequest{TraceID: x.ID, Name: &names[i], Seal: chainSeal,
+			MetadataMerge: json.RawMessage(fmt.Sprintf(`{"k":%q}`, names[i])), Messages: []store.Message{event(fmt.Sprintf("n%d", i), "user", "x")}})
+	}
+	_, err := s.AppendMany(ctx, reqs)
+	must(t, err)
+	for i, x := range tr {
+		got, err := s.GetTrace(ctx, x.ID, false)
+		must(t, err)
+		want, _ := json.Marshal(map[string]string{"k": names[i]})
+		if got.Name != names[i] || got.MessageCount != 2 {
+			t.Errorf("trace %d: name %q, %d messages, want %q, 2", i, got.Name, got.MessageCount, names[i])
+		}
+		assertJSON(t, got.Metadata, string(want))
+		recs, err := s.ListReceipts(ctx, x.SessionID, 0, 0)
+		must(t, err)
+		if len(recs) != 2 {
+			t.Errorf("trace %d: %d receipts, want 2", i, len(recs))
 		}
 	}
 }

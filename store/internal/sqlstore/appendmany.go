@@ -17,7 +17,9 @@ import (
 // metadata) and the monitor job. The caller lists the trace for the
 // search index when reindex, bumps the dataset's latest trace time when
 // events were appended, runs b and records req.Tools.
-func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.AppendRequest, t *store.Trace, sess *store.Session) (res *store.AppendResult, reindex bool, err error) {
+// With bulk (AppendMany), the trace and session row updates are
+// collected there instead of queued one statement each.
+func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.AppendRequest, t *store.Trace, sess *store.Session, bulk *rowUpdates) (res *store.AppendResult, reindex bool, err error) {
 	if t.Status != store.RunOpen {
 		return nil, false, fmt.Errorf("append to trace %s: run is %s: %w", t.ID, t.Status, store.ErrFinished)
 	}
@@ -70,13 +72,18 @@ func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.Append
 		t.TimeLastPushed = at
 	}
 	switch {
+	case bulk != nil && (req.Name != nil || req.MetadataMerge != nil || len(msgs) > 0):
+		bulk.trace(b, t)
 	case req.Name != nil || req.MetadataMerge != nil:
 		b.Exec(`UPDATE traces SET message_count = $2, time_last_pushed = $3, name = $4, metadata = $5 WHERE id = $1`,
 			t.ID, int64(t.MessageCount), micros(t.TimeLastPushed), nullString(t.Name), objectOrEmpty(t.Metadata))
 	case len(msgs) > 0:
 		b.Exec(`UPDATE traces SET message_count = $2, time_last_pushed = $3 WHERE id = $1`, t.ID, int64(t.MessageCount), micros(at))
 	}
-	if len(recs) > 0 {
+	switch {
+	case len(recs) > 0 && bulk != nil:
+		bulk.tail(b, sess)
+	case len(recs) > 0:
 		b.Exec(saveTailSQL, saveTailArgs(sess)...)
 	}
 	rows := make([][]any, len(msgs))
@@ -115,6 +122,7 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 		var pending []string
 		latest := map[string]int64{}
 		spans := map[string][]string{}
+		var bulk rowUpdates
 		tools := map[string][]store.ToolUse{}
 		var dsOrder []string
 		ids := make([]string, len(order))
@@ -132,7 +140,7 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 				out[i].Err = fmt.Errorf("append to trace %s: %w", req.TraceID, store.ErrNotFound)
 				continue
 			}
-			res, reindex, err := s.appendTx(ctx, tx, &b, req, l.t, l.sess)
+			res, reindex, err := s.appendTx(ctx, tx, &b, req, l.t, l.sess, &bulk)
 			switch {
 			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrFinished):
 				out[i].Err = err
@@ -157,8 +165,12 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 				tools[ds] = append(tools[ds], req.Tools...)
 			}
 		}
-		// One statement each for the search marks, per dataset and per
-		// owner's OTLP span ids, and one bulk insert per table.
+		// One statement each for the trace and session rows, the search
+		// marks, per dataset and per owner's OTLP span ids, and one bulk
+		// insert per table.
+		if err := s.flushRowUpdates(&b, &bulk); err != nil {
+			return err
+		}
 		for _, o := range slices.Sorted(maps.Keys(spans)) {
 			markOTLPSpans(&b, o, spans[o], orNow(reqs[0].Time))
 		}
