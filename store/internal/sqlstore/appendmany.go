@@ -97,7 +97,11 @@ func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.Append
 	}
 	b.Insert("receipts", receiptColList, rrows)
 	b.Insert("annotations", annotationColList, annRows)
-	s.enqueueMonitor(b, t.DatasetID, t.ID, first, first+len(msgs), at)
+	if bulk != nil {
+		bulk.job(t.DatasetID, t.ID, first, first+len(msgs))
+	} else {
+		s.enqueueMonitor(b, t.DatasetID, t.ID, first, first+len(msgs), at)
+	}
 	return &store.AppendResult{Trace: t, Messages: msgs, Receipts: recs}, len(msgs) > 0 || renamed, nil
 }
 
@@ -169,6 +173,9 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 		// marks, per dataset and per owner's OTLP span ids, and one bulk
 		// insert per table.
 		if err := s.flushRowUpdates(&b, &bulk); err != nil {
+			return err
+		}
+		if err := s.flushMonitorJobs(&b, &bulk, orNow(reqs[0].Time)); err != nil {
 			return err
 		}
 		for _, o := range slices.Sorted(maps.Keys(spans)) {

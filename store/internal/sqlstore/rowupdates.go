@@ -3,7 +3,10 @@ package sqlstore
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/vigilhq/vigil/store"
@@ -14,8 +17,49 @@ import (
 // trace. A row whose text JSON cannot carry unchanged (invalid UTF-8, a
 // NUL) is updated by its own statement instead.
 type rowUpdates struct {
-	traces [][]any // id, message_count, time_last_pushed, name (nil: NULL), metadata
-	tails  [][]any // session id, receipt_count, root_hash (nil: NULL), tail_hash, tail_timestamp
+	traces [][]any            // id, message_count, time_last_pushed, name (nil: NULL), metadata
+	tails  [][]any            // session id, receipt_count, root_hash (nil: NULL), tail_hash, tail_timestamp
+	jobs   map[string][][]any // dataset id → monitor jobs: trace id, from, to
+}
+
+// job collects the monitor job of an append (enqueueMonitor's, which
+// flushMonitorJobs queues per dataset).
+func (u *rowUpdates) job(datasetID, traceID string, from, to int) {
+	if datasetID == "" || to <= from {
+		return
+	}
+	if u.jobs == nil {
+		u.jobs = map[string][][]any{}
+	}
+	u.jobs[datasetID] = append(u.jobs[datasetID], []any{traceID, int64(from), int64(to)})
+}
+
+// flushMonitorJobs queues one statement per dataset that inserts the
+// collected jobs, in the order collected, when the dataset has an enabled
+// guardrail (as enqueueMonitor does per job; on PostgreSQL it notifies).
+func (s *Store) flushMonitorJobs(b *Batch, u *rowUpdates, at time.Time) error {
+	for _, ds := range slices.Sorted(maps.Keys(u.jobs)) {
+		jobs := u.jobs[ds]
+		if s.b.Kind() == "postgres" {
+			b.Exec(`WITH job AS (INSERT INTO monitor_jobs (dataset_id, trace_id, from_idx, to_idx, time_created, ruleset_version)
+	SELECT CAST($1 AS TEXT), j.trace_id, j.from_idx, j.to_idx, CAST($2 AS BIGINT), (SELECT ruleset_version FROM datasets WHERE id = $1)
+	FROM unnest($3::text[], $4::bigint[], $5::bigint[]) WITH ORDINALITY AS j(trace_id, from_idx, to_idx, n)
+	WHERE EXISTS (SELECT 1 FROM guardrails WHERE dataset_id = $1 AND enabled AND NOT deleted) ORDER BY j.n RETURNING 1)
+	SELECT pg_notify('`+store.MonitorJobsChannel+`', '') FROM job LIMIT 1`,
+				ds, micros(at), column(jobs, 0, "text"), column(jobs, 1, "bigint"), column(jobs, 2, "bigint"))
+			continue
+		}
+		js, err := json.Marshal(jobs)
+		if err != nil {
+			return fmt.Errorf("encode monitor jobs: %w", err)
+		}
+		b.Exec(`INSERT INTO monitor_jobs (dataset_id, trace_id, from_idx, to_idx, time_created, ruleset_version)
+	SELECT $1, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), $2,
+		(SELECT ruleset_version FROM datasets WHERE id = $1)
+	FROM json_each($3) AS j WHERE EXISTS (SELECT 1 FROM guardrails WHERE dataset_id = $1 AND enabled AND NOT deleted) ORDER BY j.key`,
+			ds, micros(at), string(js))
+	}
+	return nil
 }
 
 // jsonSafe reports whether s survives a round trip through a JSON
