@@ -146,7 +146,9 @@ func (s *Store) catchUp(ctx context.Context, datasets []string) error {
 // theirs) and removes the claimed rows. It returns how many it claimed.
 func (s *Store) indexBatch(ctx context.Context, claim string, args ...any) (int, error) {
 	var ids []string
+	var marks map[string]indexMark
 	err := s.inTx(ctx, func(tx Tx) error {
+		marks = nil
 		rows, err := tx.Query(ctx, claim, args...)
 		if err != nil {
 			return err
@@ -168,7 +170,7 @@ func (s *Store) indexBatch(ctx context.Context, claim string, args ...any) (int,
 		// committed state is the state to index.
 		list := s.b.ListArg(ids)
 		var b Batch
-		if err := s.indexIncremental(ctx, &b, ids, list); err != nil {
+		if marks, err = s.indexIncremental(ctx, &b, ids, list); err != nil {
 			return err
 		}
 		b.Exec(`DELETE FROM search_reindex WHERE `+s.b.In("trace_id", 1), list)
@@ -177,6 +179,7 @@ func (s *Store) indexBatch(ctx context.Context, claim string, args ...any) (int,
 	if err != nil {
 		return 0, fmt.Errorf("search index: %w", err)
 	}
+	s.marks.set(marks)
 	return len(ids), nil
 }
 

@@ -9,15 +9,21 @@ package sqlstore
 // trace's message rows is skipped, like a repeat within one rebuild.
 //
 // Which messages are new is read from the index itself (the highest msg
-// of the trace's rows), so no schema records it: messages after that
-// one whose fields all repeat earlier ones are read again at the next
-// indexing and again add nothing. A deleted trace loses its rows; a push
+// of the trace's rows), so no schema records it. Messages after that one
+// whose fields all repeat earlier ones add no row; so that they are not
+// read again at every indexing, the store remembers (indexMarks) up to
+// which message it indexed each trace, valid while the trace's creation
+// time and highest indexed msg are unchanged (another process, a restart
+// or a reused id make it fall back to the highest msg: reading again is
+// always correct, only slower). A deleted trace loses its rows; a push
 // removes any rows left under its ids (an id reused before the indexer
 // ran), after listing them, in the lock order the indexer uses.
 
 import (
 	"context"
 	"fmt"
+	"maps"
+	"sync"
 
 	"github.com/vigilhq/vigil/search"
 	"github.com/vigilhq/vigil/store"
@@ -28,6 +34,9 @@ type traceIndexState struct {
 	exists   bool
 	name     *string // the trace's name (nil: none)
 	lastMsg  int64   // highest msg indexed (-1: none)
+	created  int64   // the trace's time_created
+	from     int64   // read the messages after this one
+	readTo   int64   // the last message read (from when none)
 	nameRow  *string // the indexed name text (nil: no name row)
 	newMsgs  []store.Message
 	haveKeys bool // the trace has message rows: dedupe against them
@@ -44,43 +53,45 @@ type searchKey struct {
 // removed, a changed name row replaced, and the rows of the messages not
 // yet indexed inserted. It reads the committed state through the pool
 // (the claim keeps other indexers off these traces).
-func (s *Store) indexIncremental(ctx context.Context, b *Batch, ids []string, list any) error {
+// It returns the marks to remember once the transaction commits.
+func (s *Store) indexIncremental(ctx context.Context, b *Batch, ids []string, list any) (map[string]indexMark, error) {
 	st := make(map[string]*traceIndexState, len(ids))
 	for _, id := range ids {
 		st[id] = &traceIndexState{lastMsg: -1}
 	}
 	r := s.b.Reader()
-	rows, err := r.Query(ctx, `SELECT id, name FROM traces WHERE `+s.b.In("id", 1), list)
+	rows, err := r.Query(ctx, `SELECT id, name, time_created FROM traces WHERE `+s.b.In("id", 1), list)
 	if err != nil {
-		return fmt.Errorf("read traces: %w", err)
+		return nil, fmt.Errorf("read traces: %w", err)
 	}
 	for rows.Next() {
 		var id string
 		var name *string
-		if err := rows.Scan(&id, &name); err != nil {
+		var created int64
+		if err := rows.Scan(&id, &name, &created); err != nil {
 			rows.Close()
-			return fmt.Errorf("read traces: %w", err)
+			return nil, fmt.Errorf("read traces: %w", err)
 		}
 		if x := st[id]; x != nil {
-			x.exists, x.name = true, name
+			x.exists, x.name, x.created = true, name, created
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read traces: %w", err)
+		return nil, fmt.Errorf("read traces: %w", err)
 	}
 	// The index's state: the highest msg and the name row of each trace
 	// (both read from the (trace_id, msg) index, not the trace's rows).
 	rows, err = r.Query(ctx, `SELECT trace_id, MAX(msg) FROM search_text WHERE `+s.b.In("trace_id", 1)+` GROUP BY trace_id`, list)
 	if err != nil {
-		return fmt.Errorf("read index state: %w", err)
+		return nil, fmt.Errorf("read index state: %w", err)
 	}
 	for rows.Next() {
 		var id string
 		var last int64
 		if err := rows.Scan(&id, &last); err != nil {
 			rows.Close()
-			return fmt.Errorf("read index state: %w", err)
+			return nil, fmt.Errorf("read index state: %w", err)
 		}
 		if x := st[id]; x != nil {
 			x.lastMsg, x.haveKeys = last, last >= 0
@@ -88,17 +99,17 @@ func (s *Store) indexIncremental(ctx context.Context, b *Batch, ids []string, li
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read index state: %w", err)
+		return nil, fmt.Errorf("read index state: %w", err)
 	}
 	rows, err = r.Query(ctx, `SELECT trace_id, text FROM search_text WHERE msg = -1 AND `+s.b.In("trace_id", 1), list)
 	if err != nil {
-		return fmt.Errorf("read index state: %w", err)
+		return nil, fmt.Errorf("read index state: %w", err)
 	}
 	for rows.Next() {
 		var id, name string
 		if err := rows.Scan(&id, &name); err != nil {
 			rows.Close()
-			return fmt.Errorf("read index state: %w", err)
+			return nil, fmt.Errorf("read index state: %w", err)
 		}
 		if x := st[id]; x != nil {
 			x.nameRow = &name
@@ -106,7 +117,7 @@ func (s *Store) indexIncremental(ctx context.Context, b *Batch, ids []string, li
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read index state: %w", err)
+		return nil, fmt.Errorf("read index state: %w", err)
 	}
 	// Deleted traces lose their rows; changed names are replaced.
 	var gone, renamed []string
@@ -143,11 +154,13 @@ func (s *Store) indexIncremental(ctx context.Context, b *Batch, ids []string, li
 	var liveLast []int64
 	for _, id := range ids {
 		if x := st[id]; x.exists {
-			liveIDs, liveLast = append(liveIDs, id), append(liveLast, x.lastMsg)
+			x.from = s.marks.from(id, x.created, x.lastMsg)
+			x.readTo = x.from
+			liveIDs, liveLast = append(liveIDs, id), append(liveLast, x.from)
 		}
 	}
 	if len(liveIDs) == 0 {
-		return s.insertSearchRows(b, out)
+		return nil, s.insertSearchRows(b, out)
 	}
 	if s.b.Kind() == "postgres" {
 		rows, err = r.Query(ctx, `SELECT m.trace_id, m.idx, m.data FROM unnest($1::text[], $2::bigint[]) AS p(id, last) `+
@@ -162,7 +175,7 @@ func (s *Store) indexIncremental(ctx context.Context, b *Batch, ids []string, li
 			s.b.ListArg(pairs))
 	}
 	if err != nil {
-		return fmt.Errorf("read new messages: %w", err)
+		return nil, fmt.Errorf("read new messages: %w", err)
 	}
 	for rows.Next() {
 		var id string
@@ -170,15 +183,16 @@ func (s *Store) indexIncremental(ctx context.Context, b *Batch, ids []string, li
 		var data []byte
 		if err := rows.Scan(&id, &idx, &data); err != nil {
 			rows.Close()
-			return fmt.Errorf("read new messages: %w", err)
+			return nil, fmt.Errorf("read new messages: %w", err)
 		}
-		if x := st[id]; x != nil && x.exists && idx > x.lastMsg {
+		if x := st[id]; x != nil && x.exists && idx > x.from {
 			x.newMsgs = append(x.newMsgs, store.Message{Index: int(idx), Data: data})
+			x.readTo = idx
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read new messages: %w", err)
+		return nil, fmt.Errorf("read new messages: %w", err)
 	}
 	// The new fields, and which of them the index already holds.
 	type cand struct {
@@ -213,14 +227,14 @@ func (s *Store) indexIncremental(ctx context.Context, b *Batch, ids []string, li
 		rows, err := r.Query(ctx, `SELECT trace_id, tool, text FROM search_text WHERE `+s.b.In("trace_id", 1)+
 			` AND msg >= 0 AND `+s.b.In("text", 2), s.b.ListArg(dedupeIDs), s.b.ListArg(dedupeTexts))
 		if err != nil {
-			return fmt.Errorf("read indexed fields: %w", err)
+			return nil, fmt.Errorf("read indexed fields: %w", err)
 		}
 		for rows.Next() {
 			var id string
 			var k searchKey
 			if err := rows.Scan(&id, &k.tool, &k.text); err != nil {
 				rows.Close()
-				return fmt.Errorf("read indexed fields: %w", err)
+				return nil, fmt.Errorf("read indexed fields: %w", err)
 			}
 			if held[id] == nil {
 				held[id] = map[searchKey]bool{}
@@ -229,14 +243,61 @@ func (s *Store) indexIncremental(ctx context.Context, b *Batch, ids []string, li
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read indexed fields: %w", err)
+			return nil, fmt.Errorf("read indexed fields: %w", err)
 		}
+	}
+	marks := map[string]indexMark{}
+	for _, id := range liveIDs {
+		x := st[id]
+		marks[id] = indexMark{created: x.created, maxMsg: x.lastMsg, readTo: x.readTo}
 	}
 	for _, c := range cands {
 		if held[c.id][c.key] {
 			continue
 		}
 		out = append(out, []any{c.id, c.msg, c.key.tool, c.key.text})
+		if m := marks[c.id]; c.msg > m.maxMsg {
+			m.maxMsg = c.msg
+			marks[c.id] = m
+		}
 	}
-	return s.insertSearchRows(b, out)
+	return marks, s.insertSearchRows(b, out)
+}
+
+// indexMark is how far this process indexed a trace: the messages up to
+// readTo, leaving maxMsg the highest msg of its rows, when the trace was
+// created at created.
+type indexMark struct {
+	created, maxMsg, readTo int64
+}
+
+// maxIndexMarks bounds the marks kept; past it they are dropped (traces
+// then read from their highest indexed msg again).
+const maxIndexMarks = 1 << 16
+
+// indexMarks are the store's indexMark of recently indexed traces.
+type indexMarks struct {
+	mu sync.Mutex
+	m  map[string]indexMark
+}
+
+// from returns after which message to read trace id, created at created
+// and whose highest indexed msg is maxMsg.
+func (im *indexMarks) from(id string, created, maxMsg int64) int64 {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if m, ok := im.m[id]; ok && m.created == created && m.maxMsg == maxMsg && m.readTo > maxMsg {
+		return m.readTo
+	}
+	return maxMsg
+}
+
+// set remembers marks (after the indexing transaction committed).
+func (im *indexMarks) set(marks map[string]indexMark) {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.m == nil || len(im.m)+len(marks) > maxIndexMarks {
+		im.m = make(map[string]indexMark, len(marks))
+	}
+	maps.Copy(im.m, marks)
 }
