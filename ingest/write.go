@@ -64,6 +64,12 @@ type AppendRequest struct {
 	Events      *Prepared    // from PrepareAppend
 	Annotations []*store.Annotation
 	Time        time.Time // becomes the trace's last push time
+	// Name and MetadataMerge update the trace in the same transaction
+	// (AppendMany only; nil: unchanged).
+	Name          *string
+	MetadataMerge json.RawMessage
+	// OTLPSpanIDs are recorded with the append (store.AppendRequest).
+	OTLPSpanIDs []string
 }
 
 // Append stores prepared events at the end of a trace with their
@@ -85,6 +91,35 @@ func (in *Ingester) Append(ctx context.Context, req AppendRequest) (*store.Appen
 	return in.st.AppendEvents(ctx, store.AppendRequest{
 		TraceID: t.ID, Messages: msgs, Annotations: req.Annotations, Tools: ToolList(req.Events.Tools), Time: req.Time, Seal: in.Seal(dsName, nil),
 	})
+}
+
+// AppendMany stores the appends of several traces (each as Append would,
+// Events may be nil for a name or metadata update only) in one store
+// transaction, which also enqueues their monitor evaluations. A trace
+// missing or finished has that error in its outcome and the others are
+// written; any other error writes nothing.
+func (in *Ingester) AppendMany(ctx context.Context, reqs []AppendRequest) ([]store.AppendOutcome, error) {
+	dsNames := map[string]string{}
+	sreqs := make([]store.AppendRequest, len(reqs))
+	for i, req := range reqs {
+		t := req.Trace
+		sr := store.AppendRequest{TraceID: t.ID, Annotations: req.Annotations, Time: req.Time, Name: req.Name, MetadataMerge: req.MetadataMerge, OTLPSpanIDs: req.OTLPSpanIDs}
+		if req.Events != nil && len(req.Events.Messages) > 0 {
+			if err := in.PutBlobs(ctx, t.OwnerID, req.Events.Images.Blobs); err != nil {
+				return nil, err
+			}
+			name, ok := dsNames[t.DatasetID]
+			if !ok && t.DatasetID != "" {
+				if d, err := in.st.GetDataset(ctx, t.DatasetID); err == nil {
+					name = d.Name
+				}
+				dsNames[t.DatasetID] = name
+			}
+			sr.Messages, sr.Tools, sr.Seal = sortByTimestamp(req.Events.Messages), ToolList(req.Events.Tools), in.Seal(name, nil)
+		}
+		sreqs[i] = sr
+	}
+	return in.st.AppendMany(ctx, sreqs)
 }
 
 // sortByTimestamp stably sorts appended messages by their timestamp

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"slices"
 	"strings"
@@ -23,18 +22,14 @@ import (
 // conversation is pushed as a trace with session_key "otel:<id>", a
 // known one appended to.
 
-// appendParallelism bounds the concurrent append transactions of one
-// request.
-const appendParallelism = 4
-
 // principal is who writes: the key's user (owner) and key.
 type principal struct {
 	ownerID, userID, keyID string
 }
 
 // writer holds the de-duplication state and writes through ingest. It is
-// safe for concurrent use: conversations are locked by stripe, in stripe
-// order, so requests touching the same conversation are serialised.
+// safe for concurrent use: a request locks its conversations (in key
+// order), so requests touching the same conversation are serialised.
 type writer struct {
 	st             store.Store
 	ing            *ingest.Ingester
@@ -42,8 +37,7 @@ type writer struct {
 	now            func() time.Time
 	defaultDataset string
 
-	seed  maphash.Seed
-	locks [128]sync.Mutex
+	locks convLocks
 
 	mu        sync.Mutex // guards the caches below
 	convs     *lru[string, *convState]
@@ -53,7 +47,7 @@ type writer struct {
 
 func newWriter(st store.Store, ing *ingest.Ingester, defaultDataset string, cacheSize int) *writer {
 	return &writer{
-		st: st, ing: ing, now: time.Now, defaultDataset: defaultDataset, seed: maphash.MakeSeed(),
+		st: st, ing: ing, now: time.Now, defaultDataset: defaultDataset,
 		convs: newLRU[string, *convState](cacheSize), seen: newLRU[string, struct{}](cacheSize * 8),
 		traceConv: newLRU[string, string](cacheSize * 4),
 	}
@@ -96,7 +90,7 @@ func (r *result) message() string { return strings.Join(r.errMsgs, "; ") }
 type group struct {
 	dataset, conv string
 	spans         []*span
-	stripe        int
+	key           string // owner \x00 dataset \x00 conversation
 	st            *convState
 	// the planned write
 	events  []*trace.Object
@@ -155,7 +149,7 @@ func (w *writer) write(ctx context.Context, p principal, headerDataset string, s
 		k := ds + "\x00" + conv
 		g := groups[k]
 		if g == nil {
-			g = &group{dataset: ds, conv: conv, stripe: int(maphash.String(w.seed, p.ownerID+"\x00"+k) % uint64(len(w.locks)))}
+			g = &group{dataset: ds, conv: conv, key: w.convKey(p.ownerID, ds, conv)}
 			groups[k] = g
 		}
 		g.spans = append(g.spans, sp)
@@ -169,27 +163,16 @@ func (w *writer) write(ctx context.Context, p principal, headerDataset string, s
 		slices.SortStableFunc(g.spans, func(a, b *span) int { return a.Start.Compare(b.Start) })
 		list = append(list, g)
 	}
-	slices.SortFunc(list, func(a, b *group) int {
-		if a.stripe != b.stripe {
-			return a.stripe - b.stripe
-		}
-		return strings.Compare(a.dataset+"\x00"+a.conv, b.dataset+"\x00"+b.conv)
-	})
-	// Lock the stripes in order (no deadlock between requests).
-	var locked []int
-	for _, g := range list {
-		if len(locked) == 0 || locked[len(locked)-1] != g.stripe {
-			w.locks[g.stripe].Lock()
-			locked = append(locked, g.stripe)
-		}
+	slices.SortFunc(list, func(a, b *group) int { return strings.Compare(a.key, b.key) })
+	// Lock the conversations in key order (no deadlock between requests).
+	keys := make([]string, len(list))
+	for i, g := range list {
+		keys[i] = g.key
 	}
-	defer func() {
-		for _, s := range locked {
-			w.locks[s].Unlock()
-		}
-	}()
+	defer w.locks.lock(keys)()
+	datasets := map[string]*store.Dataset{} // looked up once per request
 	for _, g := range list {
-		st, err := w.state(ctx, p.ownerID, g.dataset, g.conv)
+		st, err := w.state(ctx, p.ownerID, g.dataset, g.conv, datasets)
 		if err != nil {
 			return nil, err
 		}
@@ -199,18 +182,6 @@ func (w *writer) write(ctx context.Context, p principal, headerDataset string, s
 	if err := w.store(ctx, p, list); err != nil {
 		return nil, err
 	}
-	var stored []string
-	for _, g := range list {
-		for _, k := range g.seenIDs {
-			stored = append(stored, strings.TrimPrefix(k, p.ownerID+"\x00"))
-		}
-	}
-	if err := w.st.MarkOTLPSpans(ctx, p.ownerID, stored, w.now()); err != nil && w.log != nil {
-		// The events are stored and this process remembers the span
-		// ids; only a retry reaching another process, or this one after
-		// a restart, would not be recognised.
-		w.log.Warn("otlp: record stored span ids", "err", err)
-	}
 	return res, nil
 }
 
@@ -219,8 +190,10 @@ func (w *writer) convKey(owner, dataset, conv string) string {
 }
 
 // state returns the conversation's state, from the cache or rebuilt from
-// the stored trace. The caller holds the conversation's stripe lock.
-func (w *writer) state(ctx context.Context, owner, dataset, conv string) (*convState, error) {
+// the stored trace. The caller holds the conversation's lock.
+// datasets caches the request's dataset lookups (a nil entry: no such
+// dataset yet).
+func (w *writer) state(ctx context.Context, owner, dataset, conv string, datasets map[string]*store.Dataset) (*convState, error) {
 	key := w.convKey(owner, dataset, conv)
 	w.mu.Lock()
 	st, ok := w.convs.get(key)
@@ -229,12 +202,18 @@ func (w *writer) state(ctx context.Context, owner, dataset, conv string) (*convS
 		return st, nil
 	}
 	st = &convState{toolOut: map[string]bool{}}
-	d, err := w.st.GetDatasetByName(ctx, owner, dataset)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		return nil, fmt.Errorf("otlp: dataset %s: %w", dataset, err)
-	default:
+	d, known := datasets[dataset]
+	if !known {
+		var err error
+		switch d, err = w.st.GetDatasetByName(ctx, owner, dataset); {
+		case errors.Is(err, store.ErrNotFound):
+			d = nil
+		case err != nil:
+			return nil, fmt.Errorf("otlp: dataset %s: %w", dataset, err)
+		}
+		datasets[dataset] = d
+	}
+	if d != nil {
 		ts, err := w.st.ListTraces(ctx, store.TraceFilter{DatasetID: d.ID, SessionKey: sessionKey(conv), Status: store.RunOpen,
 			Order: store.OrderTimeCreatedDesc, Limit: 1, WithMessages: true})
 		if err != nil {
@@ -495,23 +474,15 @@ func (w *writer) store(ctx context.Context, p principal, groups []*group) (err e
 			appends = append(appends, g)
 		}
 	}
-	// Appends to distinct traces are independent transactions: run up to
-	// appendParallelism at once (the store serialises them where it must).
-	errs := make([]error, len(appends))
-	sem := make(chan struct{}, appendParallelism)
-	var wg sync.WaitGroup
-	for i, g := range appends {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = w.appendGroup(ctx, p, g, now)
-		}()
+	// All appends (events, annotations, name and metadata) in one store
+	// transaction.
+	outs, err := w.appendGroups(ctx, p, appends, now)
+	if err != nil {
+		return err
 	}
-	wg.Wait()
 	var firstErr error
 	for i, g := range appends {
-		switch err := errs[i]; {
+		switch err := outs[i]; {
 		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrFinished):
 			// The trace was deleted or its run finished: start a new one.
 			w.replan(p, g)
@@ -539,6 +510,18 @@ func (w *writer) store(ctx context.Context, p principal, groups []*group) (err e
 		}
 	}
 	return nil
+}
+
+// spanIDs returns the span ids (and log record keys) of groups, without
+// their owner prefix, which their write records (store.OTLPSpans).
+func spanIDs(p principal, groups ...*group) []string {
+	var ids []string
+	for _, g := range groups {
+		for _, k := range g.seenIDs {
+			ids = append(ids, strings.TrimPrefix(k, p.ownerID+"\x00"))
+		}
+	}
+	return ids
 }
 
 // replan plans a group again on a fresh state (its trace is gone).
@@ -580,7 +563,7 @@ func (w *writer) pushGroups(ctx context.Context, p principal, dataset string, gr
 	created, _ := json.Marshal(map[string]string{"created_on": now.UTC().Format("2006-01-02 15:04:05")})
 	res, err := w.ing.Push(ctx, ingest.PushRequest{PushRequest: store.PushRequest{
 		OwnerID: p.ownerID, DatasetName: dataset, CreateIfMissing: true, NewDatasetMetadata: created,
-		Traces: traces, Tools: ingest.ToolList(tools),
+		Traces: traces, Tools: ingest.ToolList(tools), OTLPSpanIDs: spanIDs(p, groups...),
 	}, Blobs: blobs})
 	if err != nil {
 		return fmt.Errorf("otlp: push to dataset %s: %w", dataset, err)
@@ -594,40 +577,58 @@ func (w *writer) pushGroups(ctx context.Context, p principal, dataset string, gr
 	return nil
 }
 
-func (w *writer) appendGroup(ctx context.Context, p principal, g *group, now time.Time) error {
-	st := g.st
-	t := &store.Trace{ID: st.traceID, OwnerID: p.ownerID, DatasetID: st.datasetID}
-	if len(g.events) > 0 || len(g.anns) > 0 {
-		var warn ingest.Warnings
-		pe, err := ingest.Prepare(eventsJSON(g.events), ingest.TraceOptions{FirstIndex: st.count, StrictTimestamps: true, DefaultTime: now, TraceID: st.traceID, Path: "otlp"}, &warn)
-		if err != nil {
-			return fmt.Errorf("otlp: conversation %s: %w", g.conv, err)
+// appendGroups appends the groups' new events and annotations to their
+// traces and updates their names and metadata, in one AppendMany; it
+// returns each group's outcome (ErrNotFound, ErrFinished or nil).
+func (w *writer) appendGroups(ctx context.Context, p principal, groups []*group, now time.Time) ([]error, error) {
+	errs := make([]error, len(groups))
+	var reqs []ingest.AppendRequest
+	var idx []int
+	metas := make([]string, len(groups))
+	for i, g := range groups {
+		st := g.st
+		req := ingest.AppendRequest{Trace: &store.Trace{ID: st.traceID, OwnerID: p.ownerID, DatasetID: st.datasetID},
+			Annotations: g.anns, Time: now, OTLPSpanIDs: spanIDs(p, g)}
+		if len(g.events) > 0 {
+			var warn ingest.Warnings
+			pe, err := ingest.Prepare(eventsJSON(g.events), ingest.TraceOptions{FirstIndex: st.count, StrictTimestamps: true, DefaultTime: now, TraceID: st.traceID, Path: "otlp"}, &warn)
+			if err != nil {
+				return nil, fmt.Errorf("otlp: conversation %s: %w", g.conv, err)
+			}
+			req.Events = pe
 		}
-		if len(pe.Messages) > 0 {
-			if _, err := w.ing.Append(ctx, ingest.AppendRequest{Trace: t, Events: pe, Annotations: g.anns, Time: now}); err != nil {
-				return fmt.Errorf("otlp: append to trace %s: %w", st.traceID, err)
+		if md := st.metadata(); string(md) != st.lastMeta {
+			req.MetadataMerge, metas[i] = md, string(md)
+			if st.name != "" {
+				req.Name = &st.name
 			}
-			st.count += len(pe.Messages)
-		} else {
-			for _, a := range g.anns {
-				a.TraceID, a.OwnerID = st.traceID, p.ownerID
-				if err := w.st.CreateAnnotation(ctx, a); err != nil {
-					return fmt.Errorf("otlp: annotate trace %s: %w", st.traceID, err)
-				}
-			}
+		}
+		if (req.Events == nil || len(req.Events.Messages) == 0) && len(req.Annotations) == 0 && req.MetadataMerge == nil && len(req.OTLPSpanIDs) == 0 {
+			continue
+		}
+		reqs = append(reqs, req)
+		idx = append(idx, i)
+	}
+	if len(reqs) == 0 {
+		return errs, nil
+	}
+	outs, err := w.ing.AppendMany(ctx, reqs)
+	if err != nil {
+		return nil, fmt.Errorf("otlp: append to %d traces: %w", len(reqs), err)
+	}
+	for k, o := range outs {
+		i := idx[k]
+		if o.Err != nil {
+			errs[i] = o.Err
+			continue
+		}
+		st := groups[i].st
+		st.count += len(o.Messages)
+		if metas[i] != "" {
+			st.lastMeta = metas[i]
 		}
 	}
-	if md := st.metadata(); string(md) != st.lastMeta {
-		up := store.TraceUpdate{MetadataMerge: md}
-		if st.name != "" {
-			up.Name = &st.name
-		}
-		if _, err := w.st.UpdateTrace(ctx, st.traceID, up); err != nil {
-			return fmt.Errorf("otlp: update trace %s: %w", st.traceID, err)
-		}
-		st.lastMeta = string(md)
-	}
-	return nil
+	return errs, nil
 }
 
 // DatasetName resolves a request's dataset (spec §11): the Vigil-Dataset

@@ -263,6 +263,14 @@ type Traces interface {
 	// (run finished or session closed), ErrConflict (a message id already
 	// in the trace), or the Seal error.
 	AppendEvents(ctx context.Context, req AppendRequest) (*AppendResult, error)
+	// AppendMany appends to several traces in one transaction (one
+	// commit for all), each as AppendEvents would, also applying each
+	// request's Name, MetadataMerge and OTLPSpanIDs (a request may then
+	// have no messages). A trace that is missing or finished does not fail the
+	// others: its outcome's Err is ErrNotFound or ErrFinished and nothing
+	// of it is written. Any other error writes nothing. A trace may appear
+	// once (ErrConflict).
+	AppendMany(ctx context.Context, reqs []AppendRequest) ([]AppendOutcome, error)
 	// GetTrace returns the trace, with its messages when withMessages, or
 	// ErrNotFound.
 	GetTrace(ctx context.Context, id string, withMessages bool) (*Trace, error)
@@ -1091,6 +1099,10 @@ type PushRequest struct {
 	// in memory uses it. An error aborts the push. Nil: Messages are set
 	// in Traces.
 	Prepare func(i int, nt *NewTrace) error
+	// OTLPSpanIDs are recorded for OwnerID in the same transaction, as
+	// MarkOTLPSpans would (OTLP ingest: the events and the ids of the
+	// spans they came from are stored together or not at all).
+	OTLPSpanIDs []string
 }
 
 // PushResult is the outcome of PushTraces.
@@ -1110,6 +1122,14 @@ type AppendRequest struct {
 	Tools       []ToolUse
 	Time        time.Time // zero = now; becomes TimeLastPushed
 	Seal        SealFunc  // nil writes no receipts
+	// Name and MetadataMerge update the trace as UpdateTrace does
+	// (AppendMany only; nil: unchanged).
+	Name          *string
+	MetadataMerge json.RawMessage
+	// OTLPSpanIDs are recorded for the trace's owner in the same
+	// transaction, as MarkOTLPSpans would (AppendMany only; see
+	// PushRequest.OTLPSpanIDs).
+	OTLPSpanIDs []string
 }
 
 // AppendResult is the outcome of AppendEvents.
@@ -1117,6 +1137,13 @@ type AppendResult struct {
 	Trace    *Trace    // without messages
 	Messages []Message // the appended ones, with Index set
 	Receipts []Receipt
+}
+
+// AppendOutcome is the outcome of one request of AppendMany: its result,
+// or Err (ErrNotFound, ErrFinished) when its trace was not written.
+type AppendOutcome struct {
+	*AppendResult
+	Err error
 }
 
 // TraceOrder is the order of ListTraces.

@@ -25,6 +25,10 @@ import (
 //   - PushNoReceipts: the same without receipts (the store's own cost).
 //   - PushParallel: Push from 2×GOMAXPROCS goroutines into one dataset.
 //   - Append: one AppendEvents of 5 events with receipts to a growing trace.
+//   - AppendMany: one AppendMany of 2 events with receipts and a metadata
+//     merge to each of 100 growing traces (an OTLP request of 100
+//     conversation turns), then IndexPending of those traces (the
+//     incremental search index); reports µs per turn.
 //   - GetTrace: a 20-event trace with messages.
 //   - Iter: streaming 1,000 traces × 20 events in index order.
 //   - IndexPending: the search index of 500 pushed agent runs × 20 events
@@ -36,6 +40,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	b.Run("PushNoReceipts", func(b *testing.B) { benchPush(b, open(b), nil) })
 	b.Run("PushParallel", func(b *testing.B) { benchPushParallel(b, open(b)) })
 	b.Run("Append", func(b *testing.B) { benchAppend(b, open(b)) })
+	b.Run("AppendMany", func(b *testing.B) { benchAppendMany(b, open(b)) })
 	b.Run("GetTrace", func(b *testing.B) { benchGet(b, open(b)) })
 	b.Run("Iter", func(b *testing.B) { benchIter(b, open(b)) })
 	b.Run("IndexPending", func(b *testing.B) { benchIndexPending(b, open(b)) })
@@ -291,4 +296,35 @@ func BenchSearch(b *testing.B, open func(b *testing.B) store.Store) {
 		}
 		run(b, func(int) string { return strings.Join(terms, " OR ") })
 	})
+}
+
+func benchAppendMany(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	u := &store.User{Username: "bench"}
+	must(b, s.CreateUser(ctx, u))
+	const traces = 100
+	req := store.PushRequest{OwnerID: u.ID, DatasetName: "bench", CreateIfMissing: true, Seal: chainSeal}
+	for i := range traces {
+		req.Traces = append(req.Traces, store.NewTrace{Messages: benchEvents(fmt.Sprintf("t%d", i), 10)})
+	}
+	res, err := s.PushTraces(ctx, req)
+	must(b, err)
+	_, err = s.IndexPending(ctx, traces)
+	must(b, err)
+	n := 0
+	for b.Loop() {
+		reqs := make([]store.AppendRequest, traces)
+		for i, t := range res.Traces {
+			reqs[i] = store.AppendRequest{TraceID: t.ID, Messages: benchEvents(fmt.Sprintf("t%d-a%d", i, n), 2), Seal: chainSeal,
+				MetadataMerge: json.RawMessage(fmt.Sprintf(`{"usage":{"input_tokens":%d}}`, n))}
+		}
+		if _, err := s.AppendMany(ctx, reqs); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.IndexPending(ctx, traces); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n*traces), "µs/turn")
 }

@@ -14,6 +14,19 @@ const otlpChunk = 500
 
 // MarkOTLPSpans implements store.OTLPSpans.
 func (s *Store) MarkOTLPSpans(ctx context.Context, ownerID string, spanIDs []string, at time.Time) error {
+	var b Batch
+	markOTLPSpans(&b, ownerID, spanIDs, at)
+	for _, it := range b.Items {
+		if _, err := s.b.Writer().Exec(ctx, it.SQL, it.Args...); err != nil {
+			return fmt.Errorf("mark %d OTLP spans: %w", len(it.Args)-2, err)
+		}
+	}
+	return nil
+}
+
+// markOTLPSpans queues in b the statements that record spanIDs of
+// ownerID (otlpChunk per statement; recorded ones are kept).
+func markOTLPSpans(b *Batch, ownerID string, spanIDs []string, at time.Time) {
 	for len(spanIDs) > 0 {
 		n := min(len(spanIDs), otlpChunk)
 		var q strings.Builder
@@ -27,12 +40,9 @@ func (s *Store) MarkOTLPSpans(ctx context.Context, ownerID string, spanIDs []str
 			fmt.Fprintf(&q, "($1, $%d, $2)", len(args))
 		}
 		q.WriteString(` ON CONFLICT (owner_id, span_id) DO NOTHING`)
-		if _, err := s.b.Writer().Exec(ctx, q.String(), args...); err != nil {
-			return fmt.Errorf("mark %d OTLP spans: %w", n, err)
-		}
+		b.Exec(q.String(), args...)
 		spanIDs = spanIDs[n:]
 	}
-	return nil
 }
 
 // SeenOTLPSpans implements store.OTLPSpans.

@@ -142,11 +142,14 @@ func (s *Store) catchUp(ctx context.Context, datasets []string) error {
 }
 
 // indexBatch claims the search_reindex rows claim selects and, in the
-// same transaction, rebuilds their traces' index rows (deleted traces lose
+// same transaction, brings their traces' index rows up to date
+// (indexIncremental: new messages and a changed name; deleted traces lose
 // theirs) and removes the claimed rows. It returns how many it claimed.
 func (s *Store) indexBatch(ctx context.Context, claim string, args ...any) (int, error) {
 	var ids []string
+	var marks map[string]indexMark
 	err := s.inTx(ctx, func(tx Tx) error {
+		marks = nil
 		rows, err := tx.Query(ctx, claim, args...)
 		if err != nil {
 			return err
@@ -167,13 +170,8 @@ func (s *Store) indexBatch(ctx context.Context, claim string, args ...any) (int,
 		// after this transaction (it waits for the claimed row), so the
 		// committed state is the state to index.
 		list := s.b.ListArg(ids)
-		index, err := s.indexRows(ctx, list)
-		if err != nil {
-			return err
-		}
 		var b Batch
-		b.Exec(`DELETE FROM search_text WHERE `+s.b.In("trace_id", 1), list)
-		if err := s.insertSearchRows(&b, index); err != nil {
+		if marks, err = s.indexIncremental(ctx, &b, ids, list); err != nil {
 			return err
 		}
 		b.Exec(`DELETE FROM search_reindex WHERE `+s.b.In("trace_id", 1), list)
@@ -182,11 +180,13 @@ func (s *Store) indexBatch(ctx context.Context, claim string, args ...any) (int,
 	if err != nil {
 		return 0, fmt.Errorf("search index: %w", err)
 	}
+	s.marks.set(marks)
 	return len(ids), nil
 }
 
-// indexRows returns the index rows of the traces in list (a ListArg) that
-// exist, reading only the columns searchRows needs.
+// indexRows returns the index rows a full rebuild makes of the traces in
+// list (a ListArg) that exist, reading only the columns searchRows needs
+// (the reference SearchIndexDiff checks the incremental index against).
 func (s *Store) indexRows(ctx context.Context, list any) ([][]any, error) {
 	var index [][]any
 	rows, err := s.b.Reader().Query(ctx, `SELECT id, name FROM traces WHERE `+s.b.In("id", 1), list)

@@ -18,6 +18,7 @@ const (
 type Store struct {
 	b      Backend
 	recent *recentWrites
+	marks  indexMarks // how far the search indexer read each trace
 }
 
 var _ store.Store = (*Store)(nil)

@@ -411,6 +411,10 @@ func (s *Store) PushTraces(ctx context.Context, req store.PushRequest) (*store.P
 			ids[i] = t.ID
 		}
 		tb.Exec(markPendingFrom(s.b.In("id", 1)), s.b.ListArg(ids))
+		// Rows left under a reused id by a trace deleted before the
+		// indexer ran (after the mark: the indexer's lock order).
+		tb.Exec(`DELETE FROM search_text WHERE `+s.b.In("trace_id", 1), s.b.ListArg(ids))
+		markOTLPSpans(&tb, req.OwnerID, req.OTLPSpanIDs, at)
 		if watched, err = s.queueMonitorJobs(ctx, tx, &tb, res, at); err != nil {
 			return err
 		}
@@ -660,74 +664,18 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 		if err != nil {
 			return err
 		}
-		if t.Status != store.RunOpen {
-			return fmt.Errorf("append to trace %s: run is %s: %w", t.ID, t.Status, store.ErrFinished)
-		}
-		if sess.ClosedAt != nil {
-			return fmt.Errorf("append to trace %s: session %s is closed: %w", t.ID, sess.ID, store.ErrFinished)
-		}
-		first := t.MessageCount
-		msgs, err := prepareMessages(t.ID, req.Messages, first)
-		if err != nil {
-			return err
-		}
-		at := orNow(req.Time)
-		recs, err := seal(ctx, req.Seal, sess, t, first, msgs)
-		if err != nil {
-			return err
-		}
-		var annRows [][]any
-		for _, a := range req.Annotations {
-			err := anchor(a, t.ID, t.OwnerID, func(i int) (string, bool, error) {
-				if i >= first && i < first+len(msgs) {
-					return msgs[i-first].ID, true, nil
-				}
-				if i < 0 || i >= first {
-					return "", false, nil
-				}
-				var id string
-				if err := tx.QueryRow(ctx, `SELECT message_id FROM messages WHERE trace_id = $1 AND idx = $2`, t.ID, int64(i)).Scan(&id); err != nil {
-					return "", false, fmt.Errorf("anchor annotation in trace %s: %w", t.ID, err)
-				}
-				return id, true, nil
-			})
-			if err != nil {
-				return err
-			}
-			annRows = append(annRows, annotationRow(a))
-		}
-		t.MessageCount += len(msgs)
-		t.TimeLastPushed = at
-
 		var b Batch
-		b.Exec(`UPDATE traces SET message_count = $2, time_last_pushed = $3 WHERE id = $1`, t.ID, int64(t.MessageCount), micros(at))
-		if len(recs) > 0 {
-			b.Exec(saveTailSQL, saveTailArgs(sess)...)
-		}
-		rows := make([][]any, len(msgs))
-		for i := range msgs {
-			rows[i] = messageRow(t.ID, &msgs[i])
-		}
-		b.Insert("messages", messageColList, rows)
-		rrows := make([][]any, len(recs))
-		for i := range recs {
-			rrows[i] = receiptRow(&recs[i])
-		}
-		b.Insert("receipts", receiptColList, rrows)
-		b.Insert("annotations", annotationColList, annRows)
-		b.Exec(markPendingSQL, t.ID)
-		if t.DatasetID != "" {
-			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, t.DatasetID, micros(at))
-		}
-		s.enqueueMonitor(&b, t.DatasetID, t.ID, first, first+len(msgs), at)
-		if err := tx.RunBatch(ctx, &b); err != nil {
-			return s.conflict(err, "append to trace "+t.ID)
-		}
-		if err := s.recordTools(ctx, tx, t.DatasetID, req.Tools, at); err != nil {
+		if res, _, err = s.appendTx(ctx, tx, &b, &req, t, sess, nil); err != nil {
 			return err
 		}
-		res = &store.AppendResult{Trace: t, Messages: msgs, Receipts: recs}
-		return nil
+		b.Exec(markPendingSQL, res.Trace.ID)
+		if res.Trace.DatasetID != "" {
+			b.Exec(`UPDATE datasets SET latest_trace_time = $2 WHERE id = $1`, res.Trace.DatasetID, micros(res.Trace.TimeLastPushed))
+		}
+		if err := tx.RunBatch(ctx, &b); err != nil {
+			return s.conflict(err, "append to trace "+res.Trace.ID)
+		}
+		return s.recordTools(ctx, tx, res.Trace.DatasetID, req.Tools, orNow(req.Time))
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,86 @@
+package ingest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/ingest"
+	"github.com/vigilhq/vigil/store"
+)
+
+// TestAppendMany appends to two traces and updates a third's metadata in
+// one call: events are sorted by timestamp and sealed in each trace's own
+// signed chain, tools are recorded, and a deleted trace is reported in
+// its outcome without failing the others.
+func TestAppendMany(t *testing.T) {
+	ctx := context.Background()
+	in, st, owner, pub := newIngester(t)
+	var traces []store.NewTrace
+	for _, id := range []string{store.NewID(), store.NewID(), store.NewID(), store.NewID()} {
+		pe := prepare(t, `[{"role":"user","content":"hi"}]`, id)
+		traces = append(traces, store.NewTrace{ID: id, Messages: pe.Messages})
+	}
+	res, err := in.Push(ctx, ingest.PushRequest{PushRequest: store.PushRequest{OwnerID: owner, DatasetName: "ds", CreateIfMissing: true, Traces: traces}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := res.Traces
+	if err := st.DeleteTrace(ctx, tr[3].ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	appendOf := func(tr *store.Trace, events string) ingest.AppendRequest {
+		var warn ingest.Warnings
+		pe, err := ingest.PrepareAppend(tr, []byte(events), now, "events", &warn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ingest.AppendRequest{Trace: tr, Events: pe, Time: now}
+	}
+	name := "named"
+	reqs := []ingest.AppendRequest{
+		appendOf(tr[0], `[{"role":"user","content":"late","timestamp":"2026-01-02T00:00:02Z"},{"role":"user","content":"early","timestamp":"2026-01-02T00:00:01Z"}]`),
+		appendOf(tr[1], `[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"lookup","arguments":{"q":"x"}}}]}]`),
+		{Trace: tr[2], MetadataMerge: json.RawMessage(`{"model":"m"}`), Name: &name},
+		appendOf(tr[3], `[{"role":"user","content":"gone"}]`),
+	}
+	outs, err := in.AppendMany(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(outs[3].Err, store.ErrNotFound) {
+		t.Errorf("append to a deleted trace: %v, want ErrNotFound", outs[3].Err)
+	}
+	var contents []string
+	for _, m := range outs[0].Messages {
+		var v struct{ Content string }
+		_ = json.Unmarshal(m.Data, &v)
+		contents = append(contents, v.Content)
+	}
+	if got := strings.Join(contents, " "); got != "early late" {
+		t.Errorf("appended to trace 0: %q, want early late", got)
+	}
+	for i, want := range []int{3, 2, 1} {
+		if n := verifySession(t, st, tr[i].SessionID, pub); n != want {
+			t.Errorf("trace %d has %d receipts, want %d", i, n, want)
+		}
+	}
+	got, err := st.GetTrace(ctx, tr[2].ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "named" || string(got.Metadata) != `{"model":"m"}` {
+		t.Errorf("trace 2: name %q, metadata %s", got.Name, got.Metadata)
+	}
+	tools, err := st.ListTools(ctx, res.Dataset.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) != 1 || tools[0].Name != "lookup" {
+		t.Errorf("tools %+v", tools)
+	}
+}
