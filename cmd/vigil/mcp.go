@@ -453,9 +453,15 @@ func shortHash(h string) string {
 // routes [/{dataset}]/mcp/streamable and [/{dataset}]/mcp/{server} of
 // the gateway.
 func mcpProxyConfig(fc *fileConfig, srv *server.Server, log *slog.Logger) mcp.ProxyConfig {
+	return mcpProxyConfigWith(fc, mcp.NewServerBackend(srv), log)
+}
+
+// mcpProxyConfigWith is mcpProxyConfig with the given Backend: the
+// standalone gateway's is an mcp.ClientBackend over the HTTP API.
+func mcpProxyConfigWith(fc *fileConfig, backend mcp.Backend, log *slog.Logger) mcp.ProxyConfig {
 	g := fc.Gateway
 	cfg := mcp.ProxyConfig{
-		Backend:              mcp.NewServerBackend(srv),
+		Backend:              backend,
 		AllowedUpstreamHosts: g.MCP.AllowedUpstreamHosts,
 		AllowedOrigins:       g.MCP.AllowedOrigins,
 		FailOpen:             g.FailMode.Value == "open",
