@@ -112,6 +112,9 @@ func TestBenchMCP(t *testing.T) {
 		if len(got["c1/direct"].Values) == 0 || got["c1/direct"].Values["added_p50_ms"] != 0 {
 			t.Errorf("direct's added latency is against itself: %v", got["c1/direct"].Values)
 		}
+		if _, ok := got["c1/gateway"].Values["overhead_header_mean_abs_diff_ms"]; !ok {
+			t.Errorf("the proxy's Vigil-Overhead-Ms was not compared with the measured added latency: %v", got["c1/gateway"].Values)
+		}
 		summary, _ := os.ReadFile(md)
 		for _, want := range []string{"## vigil bench: M2, MCP tools/call over streamable HTTP", "### concurrency 1 (70 calls per target", "| gateway | 4 |"} {
 			if !strings.Contains(string(summary), want) || !strings.Contains(out, want) {
