@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,21 +16,22 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/gateway/providertest"
 )
 
 var gatewayListenRx = regexp.MustCompile(`gateway listening on http://([0-9.:]+)/api/v1/gateway/`)
 
 // startGateway runs `vigil gateway --listen 127.0.0.1:0 --store-url URL`
 // in the test process and returns its base URL.
-func startGateway(t *testing.T, storeURL string) (string, *syncBuffer) {
+func startGateway(t *testing.T, storeURL string, args ...string) (string, *syncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &syncBuffer{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		run(ctx, []string{"gateway", "--listen", "127.0.0.1:0", "--store-url", storeURL,
-			"--data-dir", filepath.Join(t.TempDir(), "gw")}, strings.NewReader(""), io.Discard, stderr)
+		run(ctx, append([]string{"gateway", "--listen", "127.0.0.1:0", "--store-url", storeURL,
+			"--data-dir", filepath.Join(t.TempDir(), "gw")}, args...), strings.NewReader(""), io.Discard, stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -196,5 +198,111 @@ func TestStandaloneGatewayMCP(t *testing.T) {
 	}
 	if !blocked {
 		t.Fatalf("the dataset guardrail never applied in the standalone gateway:\n%s", gwLog.String())
+	}
+}
+
+// TestStandaloneSharedSessionTrace: an agent's LLM calls through the
+// standalone gateway and its MCP calls, through the standalone gateway's
+// streamable proxy and through `vigil mcp run --session`, carry the same
+// session key and share one trace of the dataset, as in-process.
+func TestStandaloneSharedSessionTrace(t *testing.T) {
+	serveEnv(t)
+	upstream := echoUpstream(t)
+	llm := httptest.NewServer(&providertest.Mock{Script: func(*providertest.Request) providertest.Reply {
+		return providertest.Reply{Text: "I will call the echo tool."}
+	}})
+	defer llm.Close()
+	cfg := filepath.Join(t.TempDir(), "vigil.yaml")
+	if err := os.WriteFile(cfg, []byte("gateway:\n  upstreams:\n    - {name: openai, base_url: \""+llm.URL+"/v1\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startInProcess(t, "--data-dir", filepath.Join(t.TempDir(), "data"))
+	gw, gwLog := startGateway(t, p.url, "--config", cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	vc := client.New(p.url, testKey)
+
+	// 1. The LLM call, stitched by Invariant-Session.
+	req, _ := http.NewRequest("POST", gw+"/api/v1/gateway/shared/openai/chat/completions",
+		strings.NewReader(`{"model":"mock-model","messages":[{"role":"user","content":"echo hello please"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-test")
+	req.Header.Set("Invariant-Authorization", "Bearer "+testKey)
+	req.Header.Set("Invariant-Session", "agent-9")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("LLM call: %d %s", resp.StatusCode, body)
+	}
+	traces := func() []client.TraceSummary {
+		d, err := vc.GetDatasetByName(ctx, "admin", "shared")
+		if err != nil {
+			return nil
+		}
+		ts, _ := vc.ListTraces(ctx, d.ID, 10, 0)
+		return ts
+	}
+	var llmTrace string
+	for deadline := time.Now().Add(15 * time.Second); llmTrace == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if ts := traces(); len(ts) == 1 {
+			llmTrace = ts[0].ID
+		}
+	}
+	if llmTrace == "" {
+		t.Fatalf("the LLM call was not recorded:\n%s", gwLog.String())
+	}
+	var tr struct {
+		SessionKey *string `json:"session_key"`
+	}
+	if err := vc.Raw(ctx, "GET", "/api/v1/trace/"+llmTrace, nil, &tr); err != nil || tr.SessionKey == nil || *tr.SessionKey != "h:agent-9" {
+		t.Fatalf("the pushed LLM trace's session key: %v %v", tr.SessionKey, err)
+	}
+
+	// 2. An MCP session through the standalone proxy with the same key.
+	hc := &http.Client{Transport: headerRT{http.Header{
+		"Mcp-Server-Base-Url":     {upstream},
+		"Invariant-Authorization": {"Bearer " + testKey},
+		"Invariant-Session":       {"agent-9"},
+	}}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: gw + "/api/v1/gateway/shared/mcp/streamable", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "via proxy"}}); err != nil || res.IsError {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+	cs.Close()
+
+	// 3. A stdio session with the same key.
+	t.Setenv("VIGIL_URL", p.url)
+	t.Setenv("VIGIL_CMD_MCP_SERVER", "1")
+	if _, echo, err, code, stderr := mcpRun(t, "--dataset", "shared", "--session", "agent-9", "--log-file", filepath.Join(t.TempDir(), "l")); err != nil || code != 4 || echo != "echo: cli" { // 4: the test server's exit status
+		t.Fatalf("vigil mcp run --session: %v %d %q %s", err, code, echo, stderr)
+	}
+
+	// One trace holds the LLM call and both MCP calls.
+	var msgs string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var full map[string]any
+		if err := vc.Raw(ctx, "GET", "/api/v1/trace/"+llmTrace, nil, &full); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(full["messages"])
+		if msgs = string(b); strings.Contains(msgs, "echo: via proxy") && strings.Contains(msgs, "echo: cli") {
+			break
+		}
+	}
+	for _, want := range []string{"echo hello please", "I will call the echo tool.", "echo: via proxy", "echo: cli"} {
+		if !strings.Contains(msgs, want) {
+			t.Errorf("the shared trace lacks %q: %s", want, msgs)
+		}
+	}
+	if ts := traces(); len(ts) != 1 {
+		t.Errorf("%d traces in the dataset, want the one shared trace", len(ts))
 	}
 }
