@@ -306,3 +306,50 @@ func TestStandaloneSharedSessionTrace(t *testing.T) {
 		t.Errorf("%d traces in the dataset, want the one shared trace", len(ts))
 	}
 }
+
+// TestStandaloneGatewayMCPRefusals: the standalone gateway's MCP routes
+// resolve keys through the server: an unknown key is 401, a read-scope
+// key 403, a dataset without a key 400; without a dataset and key the
+// call is proxied unrecorded.
+func TestStandaloneGatewayMCPRefusals(t *testing.T) {
+	serveEnv(t)
+	upstream := echoUpstream(t)
+	p := startInProcess(t, "--data-dir", filepath.Join(t.TempDir(), "data"))
+	gw, _ := startGateway(t, p.url)
+	ctx := context.Background()
+	read, err := client.New(p.url, testKey).CreateKey(ctx, client.KeyCreate{Scope: "read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	tests := []struct {
+		name, path, key string
+		status          int
+		want            string
+	}{
+		{"unknown key", "/api/v1/gateway/ds/mcp/streamable", "vgl_unknown_0123456789abcdef0123456789", 401, "Invalid Invariant API key"},
+		{"read-scope key", "/api/v1/gateway/ds/mcp/streamable", read.Key, 403, "forbidden"},
+		{"dataset without key", "/api/v1/gateway/ds/mcp/streamable", "", 400, "Missing invariant api key"},
+		{"no dataset, no key", "/api/v1/gateway/mcp/streamable", "", 200, `"serverInfo"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", gw+tt.path, strings.NewReader(init))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Server-Base-Url", upstream)
+			if tt.key != "" {
+				req.Header.Set("Invariant-Authorization", "Bearer "+tt.key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.want) {
+				t.Errorf("%d %s, want %d with %q", resp.StatusCode, body, tt.status, tt.want)
+			}
+		})
+	}
+}
