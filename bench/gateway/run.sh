@@ -84,7 +84,7 @@ if command -v taskset >/dev/null; then P0="taskset -c 0 env GOMAXPROCS=1"; P1="t
 MS=${MCP_SESSIONS:-32}
 if [ -n "${QUICK:-}" ]; then MS=""; fi
 pin1 "$V" bench mcp --requests "$N" --warmup "$WARM" --out "$res" --md "$md" --config-id M2 --sessions "$MS" \
-  --direct http://127.0.0.1:19000/mcp/ --gateway http://127.0.0.1:19002/api/v1/gateway/mcp/streamable \
+  --direct http://127.0.0.1:19000/mcp/ --floor http://127.0.0.1:19001/mcp/ --gateway http://127.0.0.1:19002/api/v1/gateway/mcp/streamable \
   --header "MCP-SERVER-BASE-URL: http://127.0.0.1:19000"
 (unset VIGIL_API_KEY; pin1 "$V" bench mcp --requests "$N" --warmup "$WARM" --out "$res" --md "$md" --config-id M1 --sessions "$MS" \
   --direct-command "$V bench mock --mcp-stdio" \

@@ -21,18 +21,25 @@ func init() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-var mockListenRx = regexp.MustCompile(`vigil bench mock: listening on (http://[0-9.:]+)`)
+var mockListenRx = regexp.MustCompile(`vigil bench (?:mock|proxy): listening on (http://[0-9.:]+)`)
 
 // startBenchMock runs `vigil bench mock --listen 127.0.0.1:0` in the test
 // process and returns its base URL.
 func startBenchMock(t *testing.T) string {
+	t.Helper()
+	return startBench(t, "mock")
+}
+
+// startBench runs `vigil bench <what> --listen 127.0.0.1:0 args…` in the
+// test process and returns its base URL.
+func startBench(t *testing.T, what string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &syncBuffer{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		run(ctx, []string{"bench", "mock", "--listen", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, stderr)
+		run(ctx, append([]string{"bench", what, "--listen", "127.0.0.1:0"}, args...), strings.NewReader(""), io.Discard, stderr)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -40,7 +47,7 @@ func startBenchMock(t *testing.T) string {
 			return m[1]
 		}
 	}
-	t.Fatalf("the mock did not start: %s", stderr.String())
+	t.Fatalf("bench %s did not start: %s", what, stderr.String())
 	return ""
 }
 
@@ -100,15 +107,21 @@ func TestBenchMCP(t *testing.T) {
 	t.Run("M2", func(t *testing.T) {
 		serveEnv(t)
 		mock := startBenchMock(t)
+		floor := startBench(t, "proxy", "--upstream", mock)
 		p := startInProcess(t, "--data-dir", filepath.Join(t.TempDir(), "data"))
 		dir := t.TempDir()
 		res, md := filepath.Join(dir, "bench-results.json"), filepath.Join(dir, "bench-summary.md")
 		code, out, errs := runVigil(t, "", "bench", "mcp", "--direct", mock+"/mcp/", "--gateway", p.url+"/api/v1/gateway/mcp/streamable",
-			"--header", "MCP-SERVER-BASE-URL: "+mock, "--requests", "70", "--warmup", "5", "--sessions", "4", "--out", res, "--md", md)
+			"--header", "MCP-SERVER-BASE-URL: "+mock, "--floor", floor+"/mcp/", "--requests", "70", "--warmup", "5", "--sessions", "4", "--out", res, "--md", md)
 		if code != 0 {
 			t.Fatalf("bench mcp: %d\n%s\n%s", code, out, errs)
 		}
 		got := checkMCPResults(t, readBenchResults(t, res), "M2", 4)
+		for _, k := range []string{"c1/floor", "sessions/floor", "c1/gateway-floor"} {
+			if _, ok := got[k]; !ok {
+				t.Errorf("no %s result", k)
+			}
+		}
 		if len(got["c1/direct"].Values) == 0 || got["c1/direct"].Values["added_p50_ms"] != 0 {
 			t.Errorf("direct's added latency is against itself: %v", got["c1/direct"].Values)
 		}
@@ -116,7 +129,7 @@ func TestBenchMCP(t *testing.T) {
 			t.Errorf("the proxy's Vigil-Overhead-Ms was not compared with the measured added latency: %v", got["c1/gateway"].Values)
 		}
 		summary, _ := os.ReadFile(md)
-		for _, want := range []string{"## vigil bench: M2, MCP tools/call over streamable HTTP", "### concurrency 1 (70 calls per target", "| gateway | 4 |"} {
+		for _, want := range []string{"## vigil bench: M2, MCP tools/call over streamable HTTP", "### concurrency 1 (70 calls per target", "| gateway | 4 |", "| floor | 4 |", "gateway − floor: p50"} {
 			if !strings.Contains(string(summary), want) || !strings.Contains(out, want) {
 				t.Errorf("summary lacks %q:\n%s", want, summary)
 			}
@@ -151,6 +164,7 @@ func TestBenchMCP(t *testing.T) {
 			{"bench", "mcp", "--direct", "http://127.0.0.1:1/mcp/"},
 			{"bench", "mcp", "--direct", "http://x/", "--gateway", "http://y/", "--direct-command", "a", "--gateway-command", "b"},
 			{"bench", "mcp", "--direct-command", "a", "--gateway-command", "b", "--header", "X: y"},
+			{"bench", "mcp", "--direct-command", "a", "--gateway-command", "b", "--floor", "http://z/"},
 			{"bench", "mcp", "--direct", "http://x/", "--gateway", "http://y/", "--sessions", "zero"},
 		} {
 			code, _, errs := runVigil(t, "", args...)
