@@ -2,7 +2,15 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,5 +98,79 @@ func TestClientBackend(t *testing.T) {
 	}
 	if acc, err := down.Open(ctx, "", ""); err != nil || acc.Store != nil {
 		t.Errorf("no key: %+v %v, want an empty access", acc, err)
+	}
+}
+
+// TestClientBackendSpool: while the server refuses pushes (503), the
+// standalone proxy's session is spooled under a folder of the key (the
+// key itself is not written), and a later gateway writes it when the
+// key is next used.
+func TestClientBackendSpool(t *testing.T) {
+	b := newBackend(t)
+	var down atomic.Bool
+	down.Store(true)
+	vigil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() && (r.URL.Path == "/api/v1/push/trace" || strings.HasSuffix(r.URL.Path, "/messages")) {
+			http.Error(w, `{"detail":"down for the test"}`, http.StatusServiceUnavailable)
+			return
+		}
+		b.srv.ServeHTTP(w, r)
+	}))
+	defer vigil.Close()
+	up := newUpstream(t, nil)
+	spool := t.TempDir()
+	cb := mcp.NewClientBackend(vigil.URL, spool, nil)
+	p := mcp.NewProxy(mcp.ProxyConfig{Backend: cb, Servers: []mcp.ServerConfig{{Name: "up", URL: up.URL + "/mcp/"}}})
+	mux := http.NewServeMux()
+	mux.Handle("/gw/{dataset}/mcp/{server}", p)
+	gw := httptest.NewServer(mux)
+	defer gw.Close()
+
+	cs := connectHTTP(t, gw.URL+"/gw/spooled/mcp/up", http.Header{"Invariant-Api-Key": {adminKey}}, "2025-11-25")
+	if text, _, err := callText(t, cs, "echo", map[string]any{"text": "kept for later"}); err != nil || !strings.Contains(text, "kept for later") {
+		t.Fatalf("echo: %q %v", text, err)
+	}
+	cs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.Close(ctx)
+	cb.Close()
+
+	var files []string
+	_ = filepath.WalkDir(spool, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+			if b, _ := os.ReadFile(path); strings.Contains(string(b), adminKey) {
+				t.Errorf("%s holds the key", path)
+			}
+		}
+		return nil
+	})
+	if len(files) == 0 || filepath.Dir(filepath.Dir(files[0])) != spool {
+		t.Fatalf("spooled files %v, want them in a folder of the key under %s", files, spool)
+	}
+	if _, err := b.c.GetDatasetByName(ctx, "admin", "spooled"); err == nil {
+		t.Fatal("the session was recorded while pushes were refused")
+	}
+
+	down.Store(false)
+	cb2 := mcp.NewClientBackend(vigil.URL, spool, nil)
+	defer cb2.Close()
+	if _, err := cb2.Open(ctx, adminKey, ""); err != nil {
+		t.Fatal(err)
+	}
+	var trs []*client.Trace
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := b.c.GetDatasetByName(ctx, "admin", "spooled"); err == nil {
+			if trs = b.traces(t, "spooled"); len(trs) == 1 {
+				break
+			}
+		}
+	}
+	if len(trs) != 1 {
+		t.Fatalf("the spooled session was not written at the key's next use: %d traces", len(trs))
+	}
+	if msgs, _ := json.Marshal(trs[0].Messages); !strings.Contains(string(msgs), "echo: kept for later") {
+		t.Errorf("the written trace lacks the call: %s", msgs)
 	}
 }
