@@ -54,6 +54,18 @@ func serveMCPStdio(ctx context.Context, stdin io.Reader, stdout io.Writer) error
 	return nil
 }
 
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (lw *lockedWriter) Write(p []byte) (int, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.w.Write(p)
+}
+
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
@@ -196,7 +208,9 @@ func benchMCP(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if len(hdrs) > 0 || *floor != "" {
 			return exitCode(2, "bench mcp: --header and --floor apply to URLs (M2), not to commands")
 		}
-		targets = []mcpTarget{{name: "direct", command: strings.Fields(*directCmd), stderr: stderr}, {name: "gateway", command: strings.Fields(*gwCmd), stderr: stderr}}
+		// Every session's command writes to stderr: one at a time.
+		errw := &lockedWriter{w: stderr}
+		targets = []mcpTarget{{name: "direct", command: strings.Fields(*directCmd), stderr: errw}, {name: "gateway", command: strings.Fields(*gwCmd), stderr: errw}}
 		if *config == "" {
 			*config = "M1"
 		}
