@@ -133,3 +133,20 @@ func (c *Client) ApproveMCPPin(ctx context.Context, id string) (*MCPPin, error) 
 func (c *Client) ForgetMCPPin(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodDelete, "/api/v1/mcp/pins/"+url.PathEscape(id), nil, nil, nil)
 }
+
+// MCPSessionTrace returns the id of the caller's most recent unfinished
+// trace of dataset with session key sessionKey, or "" when there is none
+// (GET /api/v1/mcp/session-trace).
+func (c *Client) MCPSessionTrace(ctx context.Context, dataset, sessionKey string) (string, error) {
+	q := url.Values{"dataset": {dataset}, "session_key": {sessionKey}}
+	var out struct {
+		TraceID *string `json:"trace_id"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/api/v1/mcp/session-trace", q, nil, &out); err != nil {
+		return "", err
+	}
+	if out.TraceID == nil {
+		return "", nil
+	}
+	return *out.TraceID, nil
+}

@@ -90,15 +90,32 @@ func cacheName(s string) string {
 	return string(b)
 }
 
-// SessionTrace implements Store: the push API has no session keys, so a
-// wrapper's session always gets its own trace.
+// SessionTrace implements Store: the open trace of dataset with the
+// session key (GET /api/v1/mcp/session-trace), such as the one the
+// gateway records an agent's LLM calls into. A server without the
+// endpoint answers 404: the session gets its own trace.
 func (cs ClientStore) SessionTrace(ctx context.Context, dataset, sessionKey string) (string, error) {
-	return "", nil
+	if dataset == "" || sessionKey == "" {
+		return "", nil
+	}
+	id, err := cs.C.MCPSessionTrace(ctx, dataset, sessionKey)
+	if client.IsNotFound(err) {
+		return "", nil
+	}
+	return id, err
 }
 
-// CreateTrace implements Store; the session key is not sent (the push
-// API has none).
+// CreateTrace implements Store; the session key goes in the metadata as
+// "session_key", which the push API makes the trace's session key.
 func (cs ClientStore) CreateTrace(ctx context.Context, dataset, sessionKey string, meta map[string]any, events []json.RawMessage) (string, error) {
+	if sessionKey != "" {
+		m := make(map[string]any, len(meta)+1)
+		for k, v := range meta {
+			m[k] = v
+		}
+		m["session_key"] = sessionKey
+		meta = m
+	}
 	msgs := make([]any, len(events))
 	for i, e := range events {
 		msgs[i] = e

@@ -61,7 +61,7 @@ func FuzzRelaySSE(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream string) {
 		p := NewProxy(ProxyConfig{})
 		w := httptest.NewRecorder()
-		p.relaySSE(context.Background(), w, strings.NewReader(stream), NewSession(Options{}))
+		p.relaySSE(context.Background(), w, strings.NewReader(stream), NewSession(Options{}), nil)
 		sc := bufio.NewScanner(w.Body)
 		for sc.Scan() {
 		}

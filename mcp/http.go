@@ -147,6 +147,7 @@ func detailError(w http.ResponseWriter, status int, code, detail string) {
 
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tm := &timing{t0: time.Now()}
 	if r.PathValue("server") == "sse" {
 		detailError(w, http.StatusNotImplemented, "not_supported", "MCP SSE transport is not supported; use streamable HTTP")
 		return
@@ -210,11 +211,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodPost:
-		p.post(w, r, upstream, out, acc, dataset)
+		p.post(w, r, upstream, out, acc, dataset, tm)
 	case http.MethodGet:
-		p.get(w, r, upstream, out)
+		p.get(w, r, upstream, out, tm)
 	case http.MethodDelete:
-		p.delete(w, r, upstream, out)
+		p.delete(w, r, upstream, out, tm)
 	}
 }
 
@@ -454,7 +455,7 @@ func (p *Proxy) newSessionLocked(id, upstreamID, upstream string, acc *Access, d
 	return &proxySession{sess: NewSession(opt), upstream: upstream, upstreamID: upstreamID, owner: acc.Owner, lastSeen: time.Now(), rules: rules}
 }
 
-func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, out http.Header, acc *Access, dataset string) {
+func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, out http.Header, acc *Access, dataset string, tm *timing) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxMessageBytes+1))
 	if err != nil {
 		rpcError(w, http.StatusBadRequest, codeParseError, "reading the request body: "+err.Error())
@@ -479,7 +480,9 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, ou
 	ps, registered := p.session(r, upstream, acc, dataset, first)
 	sess := ps.sess
 	p.refreshRules(ps, acc)
+	gs := time.Now()
 	fwd, reply := sess.FromClient(r.Context(), body)
+	tm.guard += time.Since(gs)
 	// Vigil's response headers (the trace exists once a first event of
 	// the session was written).
 	w.Header().Set("Vigil-Request-Id", newULID())
@@ -490,6 +493,7 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, ou
 		w.Header().Set("Vigil-Guardrail-Result", "block")
 	}
 	if fwd == nil {
+		tm.set(w.Header())
 		if reply == nil {
 			w.WriteHeader(http.StatusAccepted)
 			return
@@ -519,8 +523,11 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, ou
 		return
 	}
 	req.Header = out
+	tm.upStart = time.Now()
 	resp, err := p.hc.Do(req)
+	tm.upEnd = time.Now()
 	if err != nil {
+		tm.set(w.Header())
 		p.log.Warn("mcp proxy: upstream unreachable", "upstream", upstream, "err", err)
 		sess.Abort("Vigil: the MCP server is unreachable: " + err.Error())
 		rpcError(w, http.StatusBadGateway, codeInternalError, "Vigil: the MCP server is unreachable")
@@ -549,27 +556,35 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, ou
 	switch {
 	case strings.HasPrefix(ct, "application/json"):
 		b, err := io.ReadAll(io.LimitReader(resp.Body, MaxMessageBytes+1))
+		tm.upEnd = time.Now()
 		if err != nil {
+			tm.set(w.Header())
 			rpcError(w, http.StatusBadGateway, codeInternalError, "Vigil: reading the MCP server's answer failed: "+err.Error())
 			return
 		}
 		if len(bytes.TrimSpace(b)) > 0 {
+			gs := time.Now()
 			b = sess.FromServer(r.Context(), b)
+			tm.guard += time.Since(gs)
 		}
 		if reply != nil {
 			b = mergeReplies(b, reply)
 		}
 		w.Header().Del("Content-Length")
+		tm.set(w.Header())
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
 	case strings.HasPrefix(ct, "text/event-stream"):
+		// The headers go out with the first event, carrying its timings.
 		w.Header().Del("Content-Length")
-		w.WriteHeader(resp.StatusCode)
+		lw := &lazyHeader{ResponseWriter: w, status: resp.StatusCode, t: tm}
 		if reply != nil {
-			writeSSE(w, sseEvent{event: "message", data: reply})
+			writeSSE(lw, sseEvent{event: "message", data: reply})
 		}
-		p.relaySSE(r.Context(), w, resp.Body, sess)
+		p.relaySSE(r.Context(), lw, timedReader{resp.Body, tm}, sess, tm)
+		lw.writeHeader()
 	default:
+		tm.set(w.Header())
 		if reply != nil && resp.StatusCode == http.StatusAccepted {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
@@ -609,7 +624,7 @@ func copyResponseHeaders(dst, src http.Header) {
 	}
 }
 
-func (p *Proxy) get(w http.ResponseWriter, r *http.Request, upstream string, out http.Header) {
+func (p *Proxy) get(w http.ResponseWriter, r *http.Request, upstream string, out http.Header, tm *timing) {
 	id := r.Header.Get("Mcp-Session-Id")
 	p.mu.Lock()
 	ps := p.sessions[id]
@@ -625,22 +640,26 @@ func (p *Proxy) get(w http.ResponseWriter, r *http.Request, upstream string, out
 		return
 	}
 	req.Header = out
+	tm.upStart = time.Now()
 	resp, err := p.hc.Do(req)
+	tm.upEnd = time.Now()
 	if err != nil {
+		tm.set(w.Header())
 		rpcError(w, http.StatusBadGateway, codeInternalError, "Vigil: the MCP server is unreachable")
 		return
 	}
 	defer resp.Body.Close()
 	copyResponseHeaders(w.Header(), resp.Header)
+	tm.set(w.Header())
 	w.WriteHeader(resp.StatusCode)
 	if ps != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		p.relaySSE(r.Context(), w, resp.Body, ps.sess)
+		p.relaySSE(r.Context(), w, resp.Body, ps.sess, nil)
 		return
 	}
 	flushCopy(w, resp.Body)
 }
 
-func (p *Proxy) delete(w http.ResponseWriter, r *http.Request, upstream string, out http.Header) {
+func (p *Proxy) delete(w http.ResponseWriter, r *http.Request, upstream string, out http.Header, tm *timing) {
 	id := r.Header.Get("Mcp-Session-Id")
 	p.mu.Lock()
 	ps := p.sessions[id]
@@ -654,6 +673,7 @@ func (p *Proxy) delete(w http.ResponseWriter, r *http.Request, upstream string, 
 		}()
 		if ps.upstreamID == "" {
 			// Vigil's own id for a stateless upstream: nothing to end there.
+			tm.set(w.Header())
 			w.WriteHeader(http.StatusOK)
 			return
 		}
@@ -665,13 +685,17 @@ func (p *Proxy) delete(w http.ResponseWriter, r *http.Request, upstream string, 
 		return
 	}
 	req.Header = out
+	tm.upStart = time.Now()
 	resp, err := p.hc.Do(req)
+	tm.upEnd = time.Now()
 	if err != nil {
+		tm.set(w.Header())
 		rpcError(w, http.StatusBadGateway, codeInternalError, "Vigil: the MCP server is unreachable")
 		return
 	}
 	defer resp.Body.Close()
 	copyResponseHeaders(w.Header(), resp.Header)
+	tm.set(w.Header())
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }
@@ -734,7 +758,7 @@ func writeSSE(w io.Writer, ev sseEvent) {
 // each event, passing its data (one JSON-RPC message) through the
 // session: answers to intercepted requests are checked and replaced in
 // place (the SSE id is kept); everything else passes at once.
-func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, body io.Reader, sess *Session) {
+func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, body io.Reader, sess *Session, tm *timing) {
 	rd := bufio.NewReaderSize(body, 4<<10)
 	var ev sseEvent
 	var data [][]byte
@@ -746,7 +770,11 @@ func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, body io.Rea
 			if ev.hasData || ev.id != "" || ev.event != "" || len(ev.extra) > 0 {
 				ev.data = bytes.Join(data, []byte{'\n'})
 				if ev.hasData && len(bytes.TrimSpace(ev.data)) > 0 && (ev.event == "" || ev.event == "message") {
+					gs := time.Now()
 					ev.data = sess.FromServer(ctx, ev.data)
+					if tm != nil {
+						tm.guard += time.Since(gs)
+					}
 				}
 				writeSSE(w, ev)
 			}

@@ -22,6 +22,7 @@ func (s *Server) mcpRoutes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/mcp/pins", accessRead, s.handleMCPPinList)
 	s.handle(mux, "POST /api/v1/mcp/pins/{id}/approve", accessFull, s.handleMCPPinApprove)
 	s.handle(mux, "DELETE /api/v1/mcp/pins/{id}", accessFull, s.handleMCPPinDelete)
+	s.handle(mux, "GET /api/v1/mcp/session-trace", accessIngest, s.handleMCPSessionTrace)
 }
 
 // MCPSessionInput is the body of PUT /api/v1/mcp/sessions/{id}.

@@ -468,6 +468,14 @@ func applyTraceMetadata(nt *store.NewTrace, raw json.RawMessage, i int) error {
 			nt.HierarchyPath = hp
 		}
 	}
+	// [V] A string "session_key" is also the trace's session key (what the
+	// standalone gateway and the MCP wrapper push for an agent session).
+	if v, ok := md["session_key"]; ok && !isBlank(v) {
+		var key string
+		if json.Unmarshal(v, &key) == nil && key != "" && len(key) <= maxSessionKey {
+			nt.SessionKey = key
+		}
+	}
 	b, err := json.Marshal(md)
 	if err != nil {
 		return err

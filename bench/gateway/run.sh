@@ -6,7 +6,7 @@
 # bench-summary.md in the current directory.
 #
 #   bash bench/gateway/run.sh            # full run (N=2000 at c=1, load sweep)
-#   QUICK=1 bash bench/gateway/run.sh    # reduced run (G1 and S1 at c=1, 500 requests): what CI runs
+#   QUICK=1 bash bench/gateway/run.sh    # reduced run (G1, S1, M1 and M2 at c=1, 500 requests): what CI runs
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -77,4 +77,16 @@ if [ -z "${QUICK:-}" ]; then
   pin1 "$V" bench run --stream --requests "$SN" --warmup 2 --rounds 7 --out "$res" --md "$md" --config-id S3 --direct $SD --floor $SF \
     --gateway http://127.0.0.1:19013/api/v1/gateway/openai/chat/completions
 fi
+# M1, M2: MCP tools/call through the stdio wrapper (pinned like the
+# gateway; the server it starts goes back to core 1) and through the
+# streamable proxy of the g0 instance, against the mock's MCP server.
+if command -v taskset >/dev/null; then P0="taskset -c 0 env GOMAXPROCS=1"; P1="taskset -c 1"; else P0="env GOMAXPROCS=1"; P1=""; fi
+MS=${MCP_SESSIONS:-32}
+if [ -n "${QUICK:-}" ]; then MS=""; fi
+pin1 "$V" bench mcp --requests "$N" --warmup "$WARM" --out "$res" --md "$md" --config-id M2 --sessions "$MS" \
+  --direct http://127.0.0.1:19000/mcp/ --floor http://127.0.0.1:19001/mcp/ --gateway http://127.0.0.1:19002/api/v1/gateway/mcp/streamable \
+  --header "MCP-SERVER-BASE-URL: http://127.0.0.1:19000"
+(unset VIGIL_API_KEY; pin1 "$V" bench mcp --requests "$N" --warmup "$WARM" --out "$res" --md "$md" --config-id M1 --sessions "$MS" \
+  --direct-command "$V bench mock --mcp-stdio" \
+  --gateway-command "$P0 $V mcp run --log-file $tmp/mcp.log --cache-dir $tmp/mcp-cache --spool-dir $tmp/mcp-spool -- $P1 $V bench mock --mcp-stdio")
 echo "results: $res, $md"

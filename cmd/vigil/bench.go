@@ -35,10 +35,11 @@ func init() {
 }
 
 func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	usage := "Usage: vigil bench mock|proxy|run [flags]\n\n" +
-		"  mock   serve the mock LLM upstream (OpenAI, Anthropic, Gemini; streaming and not)\n" +
+	usage := "Usage: vigil bench mock|proxy|run|mcp [flags]\n\n" +
+		"  mock   serve the mock upstream (OpenAI, Anthropic, Gemini; streaming and not; an MCP server)\n" +
 		"  proxy  serve a plain httputil.ReverseProxy in front of an upstream (the floor)\n" +
-		"  run    measure direct, floor and gateway URLs; write bench-results.json and a summary\n"
+		"  run    measure direct, floor and gateway URLs; write bench-results.json and a summary\n" +
+		"  mcp    measure MCP tools/call direct and through Vigil (M1 stdio, M2 streamable HTTP)\n"
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {
@@ -48,11 +49,13 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	switch args[0] {
 	case "mock":
-		return benchMock(ctx, args[1:], stdout, stderr)
+		return benchMock(ctx, args[1:], stdin, stdout, stderr)
 	case "proxy":
 		return benchProxy(ctx, args[1:], stdout, stderr)
 	case "run":
 		return benchRun(ctx, args[1:], stdout, stderr)
+	case "mcp":
+		return benchMCP(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return exitCode(2, "bench: unknown subcommand "+args[0])
@@ -72,18 +75,24 @@ func serveUntil(ctx context.Context, ln net.Listener, h http.Handler) error {
 	}
 }
 
-func benchMock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func benchMock(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench mock", "bench mock [--listen 127.0.0.1:9000] [flags]",
 		"Serve the mock upstream: OpenAI chat completions and Responses under /v1, Anthropic at\n"+
-			"/v1/messages, Gemini at /{ver}/models/{model}:generateContent|streamGenerateContent.", stderr)
+			"/v1/messages, Gemini at /{ver}/models/{model}:generateContent|streamGenerateContent, and an\n"+
+			"MCP server with one tool, echo, over streamable HTTP at /mcp/ (or on stdin and stdout with\n"+
+			"--mcp-stdio).", stderr)
 	listen := fs.String("listen", "127.0.0.1:9000", "listen address")
 	latency := fs.Duration("latency", 0, "fixed latency before the response headers")
 	size := fs.Int("response-chars", 500, "characters of assistant text (the 0.5 KB small payload)")
 	chunks := fs.Int("chunk-chars", 8, "characters per streamed chunk")
 	delay := fs.Duration("chunk-delay", 0, "pause before each streamed content chunk (spec: 20ms)")
 	tools := fs.Bool("tool-calls", false, "answer with a tool call instead of text")
+	mcpStdio := fs.Bool("mcp-stdio", false, "serve only the MCP server, over stdin and stdout (M1)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *mcpStdio {
+		return serveMCPStdio(ctx, stdin, stdout)
 	}
 	text := strings.Repeat("lorem ipsum dolor sit amet, ", *size/28+1)[:*size]
 	m := &providertest.Mock{Latency: *latency, ChunkChars: *chunks, ChunkDelay: *delay}
@@ -98,7 +107,10 @@ func benchMock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("bench mock: %w", err)
 	}
 	fmt.Fprintf(stderr, "vigil bench mock: listening on http://%s\n", ln.Addr())
-	return serveUntil(ctx, ln, m)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp/", benchMCPHandler())
+	mux.Handle("/", m)
+	return serveUntil(ctx, ln, mux)
 }
 
 func benchProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -70,6 +70,7 @@ func runGateway(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs := newFlagSet("gateway", "gateway --store-url URL [--listen 127.0.0.1:8005] [--data-dir DIR] [flags]",
 		"Run the LLM gateway on its own, in front of the Vigil server at --store-url. Clients point\n"+
 			"their OpenAI, Anthropic or Gemini SDK at http://LISTEN/api/v1/gateway/[DATASET/]{openai|anthropic|gemini}/\n"+
+			"and their MCP client at http://LISTEN/api/v1/gateway/[DATASET/]mcp/{streamable|SERVER}\n"+
 			"and send their Vigil key in Invariant-Authorization: Bearer KEY. Rules are fetched with the\n"+
 			"caller's key, cached and kept fresh by the server's change feed, and evaluated here; calls\n"+
 			"are recorded through the push API, spooled under <data-dir>/spool when the server is\n"+
@@ -129,8 +130,15 @@ func runGateway(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return fmt.Errorf("gateway: %w", err)
 	}
 	opts.Auth, opts.Rules, opts.Compiler, opts.Recorder, opts.Logger = remote, remote, comp, rec, log
+	// The MCP routes: the MCP proxy, with keys, dataset rules, pins and
+	// recording through the server's HTTP API.
+	mb := mcp.NewClientBackend(base, filepath.Join(spoolDir(*dataDir), "mcp"), log)
+	defer mb.Close()
+	mp := mcp.NewProxy(mcpProxyConfigWith(fc, mb, log))
+	opts.MCP = mp
 	gw, err := gateway.New(opts)
 	if err != nil {
+		mp.Close(context.Background())
 		rec.Close()
 		return fmt.Errorf("gateway: %w", err)
 	}
@@ -153,6 +161,7 @@ func runGateway(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	defer cancel()
 	hs.Shutdown(sctx)
 	gw.Close()
+	mp.Close(sctx)
 	rec.Close()
 	return nil
 }

@@ -92,7 +92,7 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return exitCode(2, err.Error())
 	}
-	fs := newFlagSet("mcp run", "mcp run [--dataset NAME] [--url URL] [--api-key KEY] [--server-name NAME] [--no-push]\n"+
+	fs := newFlagSet("mcp run", "mcp run [--dataset NAME] [--url URL] [--api-key KEY] [--server-name NAME] [--session KEY] [--no-push]\n"+
 		"          [--guardrails-file PATH] [--fail-mode open|closed] [--failure-response-format error|content]\n"+
 		"          [--rug-pull-action block|log] [--metadata-<k>=<v> ...] [--log-file PATH] [--verbose]\n"+
 		"          [--cache-dir DIR] [--spool-dir DIR] ( -- | --exec ) <command> [args...]",
@@ -106,6 +106,7 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	dataset := fs.String("dataset", "", "record the session into dataset `NAME` and apply its guardrails")
 	fs.StringVar(dataset, "project-name", "", "alias of --dataset")
 	serverName := fs.String("server-name", "", "pinning identity of the server (default its serverInfo.name, else the command's basename)")
+	session := fs.String("session", os.Getenv("VIGIL_SESSION"), "agent session `KEY` (the Invariant-Session the agent sends the gateway): record into the open trace of that session, such as the one its LLM calls went to (env VIGIL_SESSION)")
 	noPush := fs.Bool("no-push", false, "do not record the session")
 	fs.Bool("push-explorer", false, "accepted for compatibility; recording is on whenever --dataset is given")
 	guardFile := fs.String("guardrails-file", "", "a policy `FILE` applied as one blocking guardrail")
@@ -132,6 +133,9 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if *rugPull != "block" && *rugPull != "log" {
 		return exitCode(2, fmt.Sprintf("mcp run: --rug-pull-action %q: want block or log", *rugPull))
 	}
+	if *session != "" && !printableASCII(*session, 128) {
+		return exitCode(2, "mcp run: --session must be 1 to 128 printable ASCII characters")
+	}
 	if *cacheDir == "" {
 		*cacheDir = defaultMCPDir("cache")
 	}
@@ -155,6 +159,9 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	opt := mcp.Options{ServerName: *serverName, Transport: "stdio", Guard: guard, RugPullAction: *rugPull,
 		FailureFormat: *failFormat, Metadata: meta, SystemUser: systemUser(), Logger: log}
+	if *session != "" {
+		opt.SessionKey = "h:" + *session
+	}
 	c, err := sf.client()
 	if err != nil {
 		return exitCode(2, "mcp run: "+err.Error())
@@ -197,6 +204,19 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitCode(code, "")
 	}
 	return nil
+}
+
+// printableASCII reports whether v is 1 to n printable ASCII characters.
+func printableASCII(v string, n int) bool {
+	if v == "" || len(v) > n {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // defaultMCPDir is ~/.vigil/<name>, or "" without a home folder.
@@ -453,9 +473,15 @@ func shortHash(h string) string {
 // routes [/{dataset}]/mcp/streamable and [/{dataset}]/mcp/{server} of
 // the gateway.
 func mcpProxyConfig(fc *fileConfig, srv *server.Server, log *slog.Logger) mcp.ProxyConfig {
+	return mcpProxyConfigWith(fc, mcp.NewServerBackend(srv), log)
+}
+
+// mcpProxyConfigWith is mcpProxyConfig with the given Backend: the
+// standalone gateway's is an mcp.ClientBackend over the HTTP API.
+func mcpProxyConfigWith(fc *fileConfig, backend mcp.Backend, log *slog.Logger) mcp.ProxyConfig {
 	g := fc.Gateway
 	cfg := mcp.ProxyConfig{
-		Backend:              mcp.NewServerBackend(srv),
+		Backend:              backend,
 		AllowedUpstreamHosts: g.MCP.AllowedUpstreamHosts,
 		AllowedOrigins:       g.MCP.AllowedOrigins,
 		FailOpen:             g.FailMode.Value == "open",
