@@ -360,14 +360,14 @@ func (c *call) dispatch(req *http.Request, out chan<- upstreamResult) {
 	out <- res
 }
 
-// inputBlockedWait lets a cancelled dispatch finish (its connection is
-// closed by the cancellation).
+// inputBlockedWait waits for the cancelled dispatch to return (the
+// cancellation ends its request at once) and closes what it got: the
+// dispatch writes the call's upstream timings, which the blocked answer's
+// headers and record then read.
 func (c *call) inputBlockedWait(up <-chan upstreamResult, _ *verdict) {
-	go func() {
-		if res := <-up; res.resp != nil {
-			res.resp.Body.Close()
-		}
-	}()
+	if res := <-up; res.resp != nil {
+		res.resp.Body.Close()
+	}
 }
 
 // blockInput answers a request blocked at input and records it.
