@@ -634,24 +634,11 @@ func (p *Proxy) get(w http.ResponseWriter, r *http.Request, upstream string, out
 	} else if ps != nil {
 		out.Del("Mcp-Session-Id")
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, upstream, nil)
-	if err != nil {
-		rpcError(w, http.StatusBadGateway, codeInternalError, "bad upstream URL: "+err.Error())
-		return
-	}
-	req.Header = out
-	tm.upStart = time.Now()
-	resp, err := p.hc.Do(req)
-	tm.upEnd = time.Now()
-	if err != nil {
-		tm.set(w.Header())
-		rpcError(w, http.StatusBadGateway, codeInternalError, "Vigil: the MCP server is unreachable")
+	resp := p.forward(w, r, http.MethodGet, upstream, out, tm)
+	if resp == nil {
 		return
 	}
 	defer resp.Body.Close()
-	copyResponseHeaders(w.Header(), resp.Header)
-	tm.set(w.Header())
-	w.WriteHeader(resp.StatusCode)
 	if ps != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		p.relaySSE(r.Context(), w, resp.Body, ps.sess, nil)
 		return
@@ -679,10 +666,21 @@ func (p *Proxy) delete(w http.ResponseWriter, r *http.Request, upstream string, 
 		}
 		out.Set("Mcp-Session-Id", ps.upstreamID)
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodDelete, upstream, nil)
+	if resp := p.forward(w, r, http.MethodDelete, upstream, out, tm); resp != nil {
+		defer resp.Body.Close()
+		_, _ = io.Copy(w, resp.Body)
+	}
+}
+
+// forward sends a body-less request (GET, DELETE) upstream with headers
+// out and writes the answer's status and headers; the caller copies the
+// body and closes it. On failure it answers the client with a JSON-RPC
+// error and returns nil.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, method, upstream string, out http.Header, tm *timing) *http.Response {
+	req, err := http.NewRequestWithContext(r.Context(), method, upstream, nil)
 	if err != nil {
 		rpcError(w, http.StatusBadGateway, codeInternalError, "bad upstream URL: "+err.Error())
-		return
+		return nil
 	}
 	req.Header = out
 	tm.upStart = time.Now()
@@ -691,13 +689,12 @@ func (p *Proxy) delete(w http.ResponseWriter, r *http.Request, upstream string, 
 	if err != nil {
 		tm.set(w.Header())
 		rpcError(w, http.StatusBadGateway, codeInternalError, "Vigil: the MCP server is unreachable")
-		return
+		return nil
 	}
-	defer resp.Body.Close()
 	copyResponseHeaders(w.Header(), resp.Header)
 	tm.set(w.Header())
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
+	return resp
 }
 
 func flushCopy(w http.ResponseWriter, r io.Reader) {
