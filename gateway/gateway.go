@@ -51,6 +51,9 @@ type Guardrail struct {
 	Content string
 	Action  string // "block" or "log"
 	Version int
+	// Severity is the default severity of its findings (info, warn or
+	// critical; "" = warn).
+	Severity string
 	// StreamFinal marks a non-monotone rule (extra_metadata.stream_check
 	// "final"): a streamed request it applies to runs in buffer mode.
 	StreamFinal bool

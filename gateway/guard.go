@@ -117,6 +117,8 @@ const (
 type verdict struct {
 	// errors are the violations, each an Error object with its guardrail.
 	errors []map[string]any
+	// rules[i] is the guardrail of errors[i].
+	rules []*Guardrail
 	// blocked: a blocking violation, or a failure under fail-closed.
 	blocked bool
 	// failure is the reason of an evaluation failure ("" when none).
@@ -175,6 +177,7 @@ func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrai
 		for _, e := range res.Errors {
 			status = ruleMatched
 			v.errors = append(v.errors, g.errorObject(gr, e.Key, e.Args, e.Kwargs, e.Ranges))
+			v.rules = append(v.rules, gr)
 			if blocking {
 				v.blocked = true
 			}
@@ -245,6 +248,7 @@ func (v *verdict) fail(g *Gateway, gr *Guardrail, reason string, blocking bool) 
 	if !g.opts.FailOpen {
 		v.blocked = true
 		v.errors = append(v.errors, g.errorObject(gr, "", []any{"Vigil: guardrail evaluation failed: " + reason}, nil, []string{}))
+		v.rules = append(v.rules, gr)
 	}
 }
 

@@ -637,6 +637,7 @@ func (c *call) checkChoices(choices []event) *verdict {
 			continue
 		}
 		all.errors = append(all.errors, v.errors...)
+		all.rules = append(all.rules, v.rules...)
 		all.blocked = all.blocked || v.blocked
 		if all.failure == "" {
 			all.failure = v.failure

@@ -34,6 +34,10 @@ type Record struct {
 	// merge patch of it.
 	Metadata    map[string]any
 	Annotations []Annotation
+	// Findings are the same violations as Annotations, as ledger
+	// findings: a recorder that can write findings stores these and not
+	// the annotations.
+	Findings []Finding
 	CallID      string
 	// Finish, when set, runs the call's logging rules (which may add
 	// Annotations); a recorder calls it before writing, off the
@@ -225,6 +229,7 @@ func (c *call) record(ri recordInput) {
 	}
 	if ri.verdict != nil {
 		rec.Annotations = append(rec.Annotations, c.annotations(ri.verdict, loc(ri.verdict), ri.blockedAt != "", ri.delivered, len(evs))...)
+		rec.Findings = append(rec.Findings, c.findings(ri.verdict, loc(ri.verdict), ri.blockedAt != "", ri.delivered)...)
 	}
 	if len(c.rules.log) > 0 {
 		whole := append([]event(nil), c.in.events...)
@@ -235,6 +240,7 @@ func (c *call) record(ri recordInput) {
 		rec.Finish = func(r *Record) {
 			v := g.evaluate(context.Background(), rules, nil, whole, params, false)
 			r.Annotations = append(r.Annotations, c.annotations(v, "response", false, false, len(evs))...)
+			r.Findings = append(r.Findings, c.findings(v, "response", false, false)...)
 		}
 	}
 	if !g.opts.Recorder.Record(rec) {

@@ -259,6 +259,7 @@ loop:
 			}
 		}
 		all.errors = append(all.errors, v.errors...)
+		all.rules = append(all.rules, v.rules...)
 		all.elapsed += v.elapsed
 	}
 	if all != nil {

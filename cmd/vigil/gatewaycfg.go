@@ -273,7 +273,7 @@ func gatewayOptions(fc *fileConfig, vals map[string]string, comp gateway.Compile
 		if name == "" {
 			name = "global guardrail " + strconv.Itoa(i)
 		}
-		o.Global = append(o.Global, &gateway.Guardrail{ID: "global-" + strconv.Itoa(i), Name: name, Content: src, Action: action, Policy: p})
+		o.Global = append(o.Global, &gateway.Guardrail{ID: "global-" + strconv.Itoa(i), Name: name, Content: src, Action: action, Severity: r.Severity, Policy: p})
 	}
 	return o, ro, nil
 }
