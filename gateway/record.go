@@ -38,7 +38,7 @@ type Record struct {
 	// findings: a recorder that can write findings stores these and not
 	// the annotations.
 	Findings []Finding
-	CallID      string
+	CallID   string
 	// Finish, when set, runs the call's logging rules (which may add
 	// Annotations); a recorder calls it before writing, off the
 	// response path.
