@@ -41,6 +41,9 @@ type call struct {
 	heldMax                 time.Duration
 	statuses                map[string]map[string]string
 	committed               bool // the session index knows the outcome
+	// stripUsage: force_stream_usage added include_usage, so the
+	// usage-only chunk is not the client's.
+	stripUsage bool
 
 	reqOnce  sync.Once
 	reqTrace *trace.Trace
@@ -157,6 +160,14 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 	if kind == "gemini" {
 		c.stream = strings.HasSuffix(sub, ":streamGenerateContent")
 		c.in.model, _, _ = strings.Cut(sub[strings.LastIndex(sub, "/")+1:], ":")
+	}
+	if kind == "chat" && c.stream && g.opts.ForceStreamUsage {
+		forced, asked, err := forceStreamUsage(body, obj)
+		if err != nil {
+			writeDetail(w, http.StatusBadRequest, "Invalid request body: "+err.Error(), "invalid_request")
+			return
+		}
+		body, c.stripUsage = forced, !asked
 	}
 	// Recording and session headers (spec §3.3).
 	sessHeader := r.Header.Get("Invariant-Session")

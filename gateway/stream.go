@@ -155,6 +155,9 @@ loop:
 			if s.protocolErr == "" {
 				s.parser.feed(f)
 			}
+			if c.stripUsage && f.data != nil && usageOnlyChunk(f.data) {
+				break // recorded, not the client's (force_stream_usage)
+			}
 			if (s.mode == "open" || s.protocolErr != "") && f.kind != kindFinal {
 				f.kind = kindNeutral
 			}
