@@ -391,6 +391,7 @@ func (c *call) blockInput(w http.ResponseWriter, v *verdict) {
 	if c.stream {
 		c.writeStreamHeaders(w)
 		w.Write(c.d.guardrailEvent("request", v.details(), true))
+		c.setTrailers(w.Header(), "block")
 		flush(w)
 	} else {
 		writeJSONBytes(w, http.StatusBadRequest, c.d.guardrailBody("request", v.details()))
@@ -557,6 +558,7 @@ func (c *call) upstreamFailed(w http.ResponseWriter, r *http.Request, err error,
 	if c.stream {
 		c.writeStreamHeaders(w)
 		w.Write(c.d.upstreamErrorEvent(status, msg, true))
+		c.setTrailers(w.Header(), c.resultOr())
 		flush(w)
 	} else {
 		writeJSONBytes(w, status, c.d.upstreamErrorBody(status, msg))
