@@ -59,6 +59,10 @@ type sessions struct {
 	// bounds maps scope + boundary hash to the sessions that have it.
 	bounds map[string][]*session
 	byKey  map[string]*session // scope + "h:" + header
+	// ended maps the byKey key of an expired header session to its
+	// trace, which a later call with the same header continues (spec
+	// §8.3: vigil.continues).
+	ended map[string]string
 	// responses maps Responses API response ids to their session and
 	// recorded output; items maps output item ids to events.
 	responses map[string]*session
@@ -69,7 +73,7 @@ type sessions struct {
 }
 
 func newSessions(idle time.Duration, now func() time.Time) *sessions {
-	return &sessions{idle: idle, now: now, bounds: map[string][]*session{}, byKey: map[string]*session{}, responses: map[string]*session{}, items: map[string]event{}}
+	return &sessions{idle: idle, now: now, bounds: map[string][]*session{}, byKey: map[string]*session{}, ended: map[string]string{}, responses: map[string]*session{}, items: map[string]event{}}
 }
 
 // canonical is the canonical form of an event (spec §8.3): [role, text,
@@ -192,6 +196,11 @@ func (ss *sessions) plan(c *call, header string) *sessionPlan {
 		if s == nil {
 			p := newSession("h:"+header, header, "header")
 			ss.byKey[scope+"h:"+header] = p.s
+			if prev := ss.ended[scope+"h:"+header]; prev != "" {
+				delete(ss.ended, scope+"h:"+header)
+				p.s.continues = prev
+				p.s.vigil["continues"] = prev
+			}
 			return p
 		}
 		k := 0
@@ -298,6 +307,10 @@ func (ss *sessions) expire(now time.Time) {
 	for k, s := range ss.byKey {
 		if now.Sub(s.last) >= ss.idle {
 			delete(ss.byKey, k)
+			if len(ss.ended) > 100000 {
+				clear(ss.ended) // a later call starts a trace that names no predecessor
+			}
+			ss.ended[k] = s.traceID
 		}
 	}
 	for k, s := range ss.responses {
