@@ -55,6 +55,9 @@ func (c *call) findings(v *verdict, location string, blocked, delivered bool) []
 		return nil
 	}
 	index := c.storedIndex()
+	if v.index != nil {
+		index = v.index
+	}
 	var out []Finding
 	for i, e := range v.errors {
 		if i >= len(v.rules) {

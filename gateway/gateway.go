@@ -117,7 +117,11 @@ type Options struct {
 	Stream            StreamOptions
 	SessionStitching  string        // auto (default), header or off
 	SessionIdle       time.Duration // default 30m
-	MaxRequestBytes   int64         // default 32 MiB
+	// SessionScope is session_guardrail_scope: "request" (default) or
+	// "session" (the input check of a header session also sees the
+	// session's other events, spec §6.7).
+	SessionScope    string
+	MaxRequestBytes int64 // default 32 MiB
 	// Transport is the upstream transport; nil: a tuned http.Transport
 	// (10 s connect timeout).
 	Transport http.RoundTripper

@@ -126,6 +126,10 @@ type verdict struct {
 	// statuses maps guardrail id to its status.
 	statuses map[string]string
 	elapsed  time.Duration
+	// index maps an evaluated event index to its stored position when
+	// the evaluated list is not the request then the response (session
+	// scope); nil: the call's usual mapping.
+	index func(int) int
 }
 
 func (v *verdict) details() map[string]any {

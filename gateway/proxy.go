@@ -242,7 +242,7 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 		if c.plan != nil {
 			k = c.plan.k
 		}
-		go func() { inputDone <- c.evaluateOn(ctx, rs.block, k, nil) }()
+		go func() { inputDone <- c.inputCheck(ctx, k) }()
 	}
 	var input *verdict
 	haveInput := false

@@ -258,10 +258,10 @@ func (c *call) commitSession(ri recordInput) {
 		return
 	}
 	c.committed = true
-	added := len(c.in.events) - p.k
+	added := c.in.events[p.k:len(c.in.events):len(c.in.events)]
 	hasResp := ri.out != nil && len(ri.out.choices) > 0 && ri.upstreamStatus == 0
 	if hasResp {
-		added++
+		added = append(added, ri.out.choices[0])
 	}
 	var boundary []event
 	if ri.blockedAt == "" && hasResp && !ri.clientGone {
@@ -309,16 +309,9 @@ func (c *call) annotations(v *verdict, location string, blocked, delivered bool,
 	if v == nil {
 		return nil
 	}
-	p := c.plan
-	n := len(c.in.events)
-	index := func(i int) int {
-		if i < p.k {
-			return i
-		}
-		if i > n {
-			i = n
-		}
-		return p.base + i - p.k
+	index := c.storedIndex()
+	if v.index != nil {
+		index = v.index
 	}
 	var out []Annotation
 	for _, e := range v.errors {

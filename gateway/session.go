@@ -34,6 +34,9 @@ type session struct {
 	usageOut  int64
 	provider  map[string]bool
 	continues string
+	// events are the events this gateway recorded into the trace, in
+	// order (kept only with session_guardrail_scope: session).
+	events []event
 }
 
 // sessionPlan is where one call's events go.
@@ -49,6 +52,9 @@ type sessionPlan struct {
 	// wait is closed when the session's previous record was handed to
 	// the recorder; done is closed when this one was.
 	wait, done chan struct{}
+	// stored are the session's recorded events when the call was
+	// planned (session_guardrail_scope: session, header sessions only).
+	stored []event
 }
 
 // sessions is the stitching index of one gateway.
@@ -211,7 +217,11 @@ func (ss *sessions) plan(c *call, header string) *sessionPlan {
 			}
 		}
 		s.last = now
-		return &sessionPlan{s: s, traceID: s.traceID, sessionID: s.sessionID, k: k, base: s.count}
+		p := &sessionPlan{s: s, traceID: s.traceID, sessionID: s.sessionID, k: k, base: s.count}
+		if c.g.opts.SessionScope == "session" {
+			p.stored = s.events[:len(s.events):len(s.events)]
+		}
+		return p
 	case mode == "header":
 		return newSession("", "", "none")
 	}
@@ -255,12 +265,15 @@ func (ss *sessions) hasBoundary(scope, h string, s *session) bool {
 
 // committed records the outcome of a planned call: the events added and,
 // for an accepted call, the boundary over request + response.
-func (ss *sessions) committed(c *call, p *sessionPlan, added int, boundary []event, respID string, items map[string]event) {
+func (ss *sessions) committed(c *call, p *sessionPlan, added []event, boundary []event, respID string, items map[string]event) {
 	scope := scopeOf(c)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	s := p.s
-	s.count += added
+	s.count += len(added)
+	if c.g.opts.SessionScope == "session" && s.keySource == "header" {
+		s.events = append(s.events, added...)
+	}
 	s.last = ss.now()
 	p.wait, p.done = s.tail, make(chan struct{})
 	s.tail = p.done

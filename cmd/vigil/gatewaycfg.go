@@ -216,6 +216,7 @@ func gatewayOptions(fc *fileConfig, vals map[string]string, comp gateway.Compile
 		Keepalive: dur("stream.keepalive"), OverheadComment: vals["stream.overhead_comment"] == "true"}
 	o.SessionStitching = vals["session_stitching"]
 	o.SessionIdle = dur("session_idle_timeout")
+	o.SessionScope = vals["session_guardrail_scope"]
 	ro.QueueSize = integer("record.queue_size")
 	ro.Block = vals["record.on_full"] == "block"
 	if err != nil {
