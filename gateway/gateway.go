@@ -151,6 +151,8 @@ type Gateway struct {
 	compiler  Compiler
 	sessions  *sessions
 	now       func() time.Time
+	// global are the global guardrails, replaced whole on reload.
+	global atomic.Pointer[[]*Guardrail]
 
 	// Stats are the gateway's counters.
 	evalFailures atomic.Uint64
@@ -215,6 +217,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.hc = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	g.sessions = newSessions(opts.SessionIdle, g.now)
+	g.SetGlobal(opts.Global)
 	return g, nil
 }
 

@@ -54,7 +54,7 @@ func (rs *rules) passResult() string {
 func (g *Gateway) resolve(ctx context.Context, id *Identity, dataset, header string) (*rules, error) {
 	rs := &rules{version: "none"}
 	var all []*Guardrail
-	all = append(all, g.opts.Global...)
+	all = append(all, g.Global()...)
 	mode := g.opts.HeaderGuardrails
 	if header == "" || mode == "ignore" {
 		header = ""

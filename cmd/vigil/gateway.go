@@ -54,9 +54,11 @@ func mountGateway(srv *server.Server, fc *fileConfig, log *slog.Logger) (func(),
 		return nil, err
 	}
 	srv.Mount(gateway.Prefix, gw)
+	stopWatch := watchGlobal(gw, fc, vals, srv.Rules())
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			stopWatch()
 			gw.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			mp.Close(ctx)
@@ -134,6 +136,7 @@ func runGateway(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		rec.Close()
 		return fmt.Errorf("gateway: %w", err)
 	}
+	defer watchGlobal(gw, fc, vals, comp)()
 	mux := http.NewServeMux()
 	mux.Handle(gateway.Prefix, gw)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"status": "ok"}`)) })
