@@ -120,7 +120,10 @@ type Options struct {
 	// SessionScope is session_guardrail_scope: "request" (default) or
 	// "session" (the input check of a header session also sees the
 	// session's other events, spec §6.7).
-	SessionScope    string
+	SessionScope string
+	// SessionFile is where the session stitching index is persisted, so
+	// that a restart keeps stitching to the open traces; "": memory only.
+	SessionFile     string
 	MaxRequestBytes int64 // default 32 MiB
 	// Transport is the upstream transport; nil: a tuned http.Transport
 	// (10 s connect timeout).
@@ -217,12 +220,23 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.hc = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	g.sessions = newSessions(opts.SessionIdle, g.now)
+	if opts.SessionFile != "" {
+		j, err := openSessions(g.sessions, opts.SessionFile, g.log)
+		if err != nil {
+			return nil, err
+		}
+		g.sessions.j = j
+	}
 	g.SetGlobal(opts.Global)
 	return g, nil
 }
 
-// Close waits for the background evaluations of logging rules.
-func (g *Gateway) Close() { g.wg.Wait() }
+// Close waits for the background evaluations of logging rules and
+// writes the session index.
+func (g *Gateway) Close() {
+	g.wg.Wait()
+	g.sessions.j.close()
+}
 
 // Idle waits until no call is being served (every finished call has
 // been handed to the recorder).

@@ -171,25 +171,18 @@ func (c *call) record(ri recordInput) {
 		if ri.out.respID != "" {
 			cr["response_id"] = ri.out.respID
 		}
-		s.usageIn += ri.out.input
-		s.usageOut += ri.out.output
 	}
-	calls, _ := s.vigil["calls"].([]any)
-	calls = append(calls, cr)
-	if len(calls) > 2000 {
-		s.vigil["folded_calls"] = num(s.vigil["folded_calls"]) + int64(len(calls)-2000)
-		calls = calls[len(calls)-2000:]
+	var in, out int64
+	if ri.out != nil {
+		in, out = ri.out.input, ri.out.output
 	}
-	s.vigil["calls"] = calls
-	s.vigil["usage"] = map[string]any{"input_tokens": s.usageIn, "output_tokens": s.usageOut}
-	s.vigil["session_key_source"] = s.keySource
+	var blocked map[string]any
 	if ri.blockedAt != "" {
-		bc, _ := s.vigil["blocked_calls"].([]any)
-		s.vigil["blocked_calls"] = append(bc, map[string]any{"call_id": c.id, "location": ri.blockedAt, "errors": errorsOf(ri.verdict)})
+		blocked = map[string]any{"call_id": c.id, "location": ri.blockedAt, "errors": errorsOf(ri.verdict)}
 	}
-	if p.forkedFrom != nil {
-		s.vigil["forked_from"] = p.forkedFrom
-	}
+	s.apply(cr, blocked, in, out, p.forkedFrom, "")
+	g.sessions.j.add(&journalEntry{Kind: "c", Scope: s.scope, Trace: s.traceID, Key: s.key, SessionID: s.sessionID, Source: s.keySource,
+		At: now.UnixNano(), Call: cr, Blocked: blocked, UsageIn: in, UsageOut: out, Forked: p.forkedFrom, Continues: s.continues})
 	vig := make(map[string]any, len(s.vigil))
 	for k, v := range s.vigil {
 		vig[k] = v

@@ -34,6 +34,7 @@ type session struct {
 	usageOut  int64
 	provider  map[string]bool
 	continues string
+	scope     string // owner and dataset (scopeOf)
 	// events are the events this gateway recorded into the trace, in
 	// order (kept only with session_guardrail_scope: session).
 	events []event
@@ -76,6 +77,8 @@ type sessions struct {
 	// swept is when expire last ran: it walks every session, so it runs
 	// at most once a second, not on every call.
 	swept time.Time
+	// j persists the index (nil: memory only).
+	j *journal
 }
 
 func newSessions(idle time.Duration, now func() time.Time) *sessions {
@@ -191,7 +194,7 @@ func (ss *sessions) plan(c *call, header string) *sessionPlan {
 		}
 	}
 	newSession := func(key, sid, source string) *sessionPlan {
-		s := &session{traceID: store.NewID(), key: key, sessionID: sid, keySource: source, last: now, vigil: map[string]any{}, provider: map[string]bool{}}
+		s := &session{traceID: store.NewID(), key: key, sessionID: sid, keySource: source, last: now, vigil: map[string]any{}, provider: map[string]bool{}, scope: scope}
 		return &sessionPlan{s: s, traceID: s.traceID, sessionID: sid, isNew: true}
 	}
 	switch {
@@ -277,12 +280,15 @@ func (ss *sessions) committed(c *call, p *sessionPlan, added []event, boundary [
 	s.last = ss.now()
 	p.wait, p.done = s.tail, make(chan struct{})
 	s.tail = p.done
+	h := ""
 	if boundary != nil && c.g.opts.SessionStitching != "off" {
 		hs := chain(boundary)
-		h := hs[len(hs)-1]
+		h = hs[len(hs)-1]
 		ss.bounds[scope+h] = append(ss.bounds[scope+h], s)
 		s.tip = h
 	}
+	ss.j.add(&journalEntry{Kind: "b", Scope: scope, Trace: s.traceID, Key: s.key, SessionID: s.sessionID, Source: s.keySource,
+		At: s.last.UnixNano(), Count: s.count, Hash: h, Response: respID})
 	if respID != "" {
 		ss.responses[respID] = s
 	}

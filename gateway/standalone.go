@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -207,12 +208,15 @@ func (r *Remote) follow(key string) {
 // (0.5 s to 30 s, 10 attempts) and spooling to disk what cannot be
 // written; the spool is replayed, in order, at the next start.
 type ClientRecorder struct {
-	url     string
-	dir     string
-	log     *slog.Logger
-	q       chan *Record
-	done    chan struct{}
-	ids     map[string]string // local trace id → server trace id
+	url  string
+	dir  string
+	log  *slog.Logger
+	q    chan *Record
+	done chan struct{}
+	ids  map[string]string // local trace id → server trace id
+	// idFile persists ids (<dir>/traces.jsonl), so that calls stitched
+	// to a trace after a restart still find it on the server.
+	idFile  *os.File
 	mu      sync.Mutex
 	idle    *sync.Cond
 	n       int
@@ -254,6 +258,9 @@ func NewClientRecorder(url, dir string, queue int, log *slog.Logger) (*ClientRec
 		}
 		if err := os.Remove(filepath.Join(dir, "records.jsonl")); err != nil && !os.IsNotExist(err) {
 			return nil, fmt.Errorf("spool: %w", err)
+		}
+		if err := r.loadIDs(filepath.Join(dir, "traces.jsonl")); err != nil {
+			return nil, err
 		}
 	}
 	go r.run(replay)
@@ -324,6 +331,9 @@ func (r *ClientRecorder) Close() {
 	<-r.done
 	if r.spool != nil {
 		r.spool.Close()
+	}
+	if r.idFile != nil {
+		r.idFile.Close()
 	}
 }
 
@@ -427,6 +437,7 @@ func (r *ClientRecorder) write(rec *Record) error {
 		}
 		if len(res.ID) == 1 {
 			r.ids[rec.TraceID] = res.ID[0]
+			r.saveID(rec.TraceID, res.ID[0])
 		}
 		return nil
 	}
@@ -443,4 +454,40 @@ func (r *ClientRecorder) write(rec *Record) error {
 		r.log.Warn("gateway: trace metadata not updated", "trace_id", id, "err", err)
 	}
 	return nil
+}
+
+// traceID is one line of <dir>/traces.jsonl.
+type traceID struct {
+	Local  string `json:"local"`
+	Server string `json:"server"`
+}
+
+// loadIDs reads the trace id map and opens it for appending; a line that
+// does not decode (a torn last write) is skipped.
+func (r *ClientRecorder) loadIDs(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("trace ids: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var t traceID
+		if json.Unmarshal([]byte(line), &t) == nil && t.Local != "" {
+			r.ids[t.Local] = t.Server
+		}
+	}
+	if r.idFile, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+		return fmt.Errorf("trace ids: %w", err)
+	}
+	return nil
+}
+
+// saveID appends one trace id pair.
+func (r *ClientRecorder) saveID(local, server string) {
+	if r.idFile == nil {
+		return
+	}
+	b, _ := json.Marshal(traceID{local, server}) // two strings: always encodable
+	if _, err := r.idFile.Write(append(b, '\n')); err != nil {
+		r.log.Error("gateway: trace id not saved", "trace_id", local, "err", err)
+	}
 }

@@ -28,8 +28,10 @@ func init() {
 }
 
 // mountGateway serves /api/v1/gateway/ on srv unless gateway.enabled is
-// false. The returned func stops its recorder (after in-flight records).
-func mountGateway(srv *server.Server, fc *fileConfig, log *slog.Logger) (func(), error) {
+// false; with a dataDir the session index is kept in
+// <dataDir>/gateway-sessions.jsonl. The returned func stops its recorder
+// (after in-flight records).
+func mountGateway(srv *server.Server, fc *fileConfig, log *slog.Logger, dataDir string) (func(), error) {
 	vals, err := gatewayValues(fc, nil, nil)
 	if err != nil {
 		return nil, err
@@ -47,6 +49,9 @@ func mountGateway(srv *server.Server, fc *fileConfig, log *slog.Logger) (func(),
 	// the MCP proxy, recording and pinning in-process.
 	mp := mcp.NewProxy(mcpProxyConfig(fc, srv, log))
 	opts.MCP = mp
+	if dataDir != "" {
+		opts.SessionFile = filepath.Join(dataDir, "gateway-sessions.jsonl")
+	}
 	gw, err := gateway.New(opts)
 	if err != nil {
 		mp.Close(context.Background())
@@ -131,6 +136,7 @@ func runGateway(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return fmt.Errorf("gateway: %w", err)
 	}
 	opts.Auth, opts.Rules, opts.Compiler, opts.Recorder, opts.Logger = remote, remote, comp, rec, log
+	opts.SessionFile = filepath.Join(*dataDir, "gateway-sessions.jsonl")
 	gw, err := gateway.New(opts)
 	if err != nil {
 		rec.Close()
