@@ -76,3 +76,40 @@ func TestSessionExpiredContinues(t *testing.T) {
 		t.Errorf("first trace continues %v", got)
 	}
 }
+
+// When a stitched session ends its run is finished (status completed,
+// its ledger session closed); a session still open is not.
+func TestSessionEndFinishesRun(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	e := newEnv(t, func(o *gateway.Options) { o.Now = clk.Now; o.SessionIdle = 30 * time.Minute })
+	ctx := context.Background()
+	traceOf := func(session, text string) string {
+		t.Helper()
+		var hr *http.Response
+		c := e.openai("ds", option.WithHeader("Invariant-Session", session))
+		if _, err := c.Chat.Completions.New(ctx, chatParams(openai.UserMessage(text)), option.WithResponseInto(&hr)); err != nil {
+			t.Fatal(err)
+		}
+		return hr.Header.Get("Vigil-Trace-Id")
+	}
+	a := traceOf("a", "one")
+	clk.Add(20 * time.Minute)
+	b := traceOf("b", "two")
+	clk.Add(15 * time.Minute) // a idle 35 min, b 15 min
+	traceOf("c", "three")     // the call that notices
+	e.gw.Idle()
+	status := func(id string) string {
+		tr, err := e.st.GetTrace(ctx, id, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(tr.Status)
+	}
+	eventually(t, "the ended session's run is finished", func() bool {
+		e.rec.Flush()
+		return status(a) == "completed"
+	})
+	if got := status(b); got != "open" {
+		t.Errorf("open session's run is %s", got)
+	}
+}

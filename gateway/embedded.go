@@ -26,7 +26,9 @@ import (
 // Embedded returns the Authenticator, RuleSource, Compiler and a started
 // Recorder of a gateway inside srv. Stop the recorder with Close.
 func Embedded(srv *server.Server, rec RecordOptions) (Authenticator, RuleSource, Compiler, *IngestRecorder) {
-	return serverAuth{srv}, &serverRules{srv: srv, ids: map[string]idEntry{}}, srv.Rules(), NewIngestRecorder(srv.Ingester(), srv.Store(), srv.Logger(), rec)
+	r := NewIngestRecorder(srv.Ingester(), srv.Store(), srv.Logger(), rec)
+	r.finishRun = srv.FinishRun
+	return serverAuth{srv}, &serverRules{srv: srv, ids: map[string]idEntry{}}, srv.Rules(), r
 }
 
 type serverAuth struct{ srv *server.Server }
@@ -166,6 +168,9 @@ type IngestRecorder struct {
 	mu      sync.Mutex
 	idle    *sync.Cond
 	pending int
+	// finishRun finishes a trace's run (the server's, with its ledger
+	// close); nil: runs are left open.
+	finishRun func(ctx context.Context, traceID string) error
 }
 
 // NewIngestRecorder starts a recorder writing through ing.
@@ -339,6 +344,12 @@ func (r *IngestRecorder) pushAll(ctx context.Context, recs []*Record) error {
 }
 
 func (r *IngestRecorder) write(ctx context.Context, rec *Record) error {
+	if rec.FinishRun {
+		if r.finishRun == nil {
+			return nil
+		}
+		return r.finishRun(ctx, rec.TraceID)
+	}
 	events, err := json.Marshal(rec.Events)
 	if err != nil {
 		return err

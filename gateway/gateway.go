@@ -154,6 +154,8 @@ type Gateway struct {
 	compiler  Compiler
 	sessions  *sessions
 	now       func() time.Time
+	stop      chan struct{} // closed by Close: stops the session sweeper
+	closeOnce sync.Once
 	// global are the global guardrails, replaced whole on reload.
 	global atomic.Pointer[[]*Guardrail]
 
@@ -220,6 +222,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.hc = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	g.sessions = newSessions(opts.SessionIdle, g.now)
+	if opts.Recorder != nil {
+		g.sessions.finish = g.finishRun
+	}
 	if opts.SessionFile != "" {
 		j, err := openSessions(g.sessions, opts.SessionFile, g.log)
 		if err != nil {
@@ -228,12 +233,17 @@ func New(opts Options) (*Gateway, error) {
 		g.sessions.j = j
 	}
 	g.SetGlobal(opts.Global)
+	g.stop = make(chan struct{})
+	if opts.Recorder != nil {
+		go g.sweepSessions()
+	}
 	return g, nil
 }
 
 // Close waits for the background evaluations of logging rules and
 // writes the session index.
 func (g *Gateway) Close() {
+	g.closeOnce.Do(func() { close(g.stop) })
 	g.wg.Wait()
 	g.sessions.j.close()
 }

@@ -39,6 +39,10 @@ type Record struct {
 	// the annotations.
 	Findings []Finding
 	CallID   string
+	// FinishRun: this record carries no call; it finishes the trace's
+	// run (its stitched session ended, spec §8.3), after the trace's
+	// earlier records were written.
+	FinishRun bool `json:",omitempty"`
 	// Finish, when set, runs the call's logging rules (which may add
 	// Annotations); a recorder calls it before writing, off the
 	// response path.

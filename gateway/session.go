@@ -35,6 +35,12 @@ type session struct {
 	provider  map[string]bool
 	continues string
 	scope     string // owner and dataset (scopeOf)
+	// ident and dataset are the recording identity, to finish the run
+	// when the session ends (nil for a session restored from disk in a
+	// standalone gateway, which holds no key).
+	ident   *Identity
+	dataset string
+	ended   bool // its run was handed to the recorder to finish
 	// events are the events this gateway recorded into the trace, in
 	// order (kept only with session_guardrail_scope: session).
 	events []event
@@ -79,6 +85,9 @@ type sessions struct {
 	swept time.Time
 	// j persists the index (nil: memory only).
 	j *journal
+	// finish hands the run of an ended session to the recorder (nil:
+	// runs are not finished).
+	finish func(s *session)
 }
 
 func newSessions(idle time.Duration, now func() time.Time) *sessions {
@@ -194,7 +203,7 @@ func (ss *sessions) plan(c *call, header string) *sessionPlan {
 		}
 	}
 	newSession := func(key, sid, source string) *sessionPlan {
-		s := &session{traceID: store.NewID(), key: key, sessionID: sid, keySource: source, last: now, vigil: map[string]any{}, provider: map[string]bool{}, scope: scope}
+		s := &session{traceID: store.NewID(), key: key, sessionID: sid, keySource: source, last: now, vigil: map[string]any{}, provider: map[string]bool{}, scope: scope, ident: c.ident, dataset: c.dataset}
 		return &sessionPlan{s: s, traceID: s.traceID, sessionID: sid, isNew: true}
 	}
 	switch {
@@ -310,11 +319,19 @@ func (ss *sessions) expire(now time.Time) {
 		return
 	}
 	ss.swept = now
+	end := func(s *session) {
+		if !s.ended && ss.finish != nil {
+			s.ended = true
+			ss.finish(s)
+		}
+	}
 	for k, list := range ss.bounds {
 		keep := list[:0]
 		for _, s := range list {
 			if now.Sub(s.last) < ss.idle {
 				keep = append(keep, s)
+			} else {
+				end(s)
 			}
 		}
 		if len(keep) == 0 {
@@ -325,6 +342,7 @@ func (ss *sessions) expire(now time.Time) {
 	}
 	for k, s := range ss.byKey {
 		if now.Sub(s.last) >= ss.idle {
+			end(s)
 			delete(ss.byKey, k)
 			if len(ss.ended) > 100000 {
 				clear(ss.ended) // a later call starts a trace that names no predecessor
@@ -334,6 +352,7 @@ func (ss *sessions) expire(now time.Time) {
 	}
 	for k, s := range ss.responses {
 		if now.Sub(s.last) >= ss.idle {
+			end(s)
 			delete(ss.responses, k)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -147,7 +148,12 @@ func (ss *sessions) replay(path string, log *slog.Logger) ([]byte, error) {
 		}
 		s := byTrace[e.Trace]
 		if s == nil {
-			s = &session{traceID: e.Trace, key: e.Key, sessionID: e.SessionID, keySource: e.Source, vigil: map[string]any{}, provider: map[string]bool{}}
+			s = &session{traceID: e.Trace, key: e.Key, sessionID: e.SessionID, keySource: e.Source, vigil: map[string]any{}, provider: map[string]bool{}, scope: e.Scope}
+			if user, rest, ok := strings.Cut(e.Scope, "\x00"); ok {
+				// Enough to finish the run in process; a standalone
+				// gateway, which would need the caller's key, skips it.
+				s.ident, s.dataset = &Identity{UserID: user}, strings.TrimSuffix(rest, "\x00")
+			}
 			byTrace[e.Trace] = s
 			order = append(order, e.Trace)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -405,6 +406,18 @@ func (r *ClientRecorder) write(rec *Record) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := client.New(r.url, rec.Identity.Key, client.WithRetries(0))
+	if rec.FinishRun {
+		id := r.ids[rec.TraceID]
+		if id == "" || rec.Identity.Key == "" {
+			return nil // never created, or restored without the caller's key
+		}
+		err := c.Raw(ctx, "POST", "/api/v1/runs/"+id+"/finish", map[string]any{"status": "completed"}, nil)
+		var ae *client.APIError
+		if errors.As(err, &ae) && (ae.StatusCode == http.StatusConflict || ae.StatusCode == http.StatusNotFound) {
+			return nil // already finished, or deleted
+		}
+		return err
+	}
 	msgs := make([]any, len(rec.Events))
 	for i, e := range rec.Events {
 		msgs[i] = e
