@@ -371,14 +371,13 @@ func (c *call) dispatch(req *http.Request, out chan<- upstreamResult) {
 	out <- res
 }
 
-// inputBlockedWait lets a cancelled dispatch finish (its connection is
-// closed by the cancellation).
+// inputBlockedWait waits for the cancelled dispatch to return (the
+// cancellation closes its connection at once), so that the call's
+// upstream timings are no longer written while the answer reads them.
 func (c *call) inputBlockedWait(up <-chan upstreamResult, _ *verdict) {
-	go func() {
-		if res := <-up; res.resp != nil {
-			res.resp.Body.Close()
-		}
-	}()
+	if res := <-up; res.resp != nil {
+		res.resp.Body.Close()
+	}
 }
 
 // blockInput answers a request blocked at input and records it.

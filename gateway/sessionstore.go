@@ -48,7 +48,7 @@ type journalEntry struct {
 type journal struct {
 	path string
 	log  *slog.Logger
-	q    chan []byte
+	q    chan *journalEntry // encoded by the writer, off the call's path
 	done chan struct{}
 	once sync.Once
 }
@@ -70,7 +70,7 @@ func openSessions(ss *sessions, path string, log *slog.Logger) (*journal, error)
 	if err := os.Rename(tmp, path); err != nil {
 		return nil, fmt.Errorf("session index: %w", err)
 	}
-	j := &journal{path: path, log: log, q: make(chan []byte, 4096), done: make(chan struct{})}
+	j := &journal{path: path, log: log, q: make(chan *journalEntry, 4096), done: make(chan struct{})}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("session index: %w", err)
@@ -83,8 +83,13 @@ func (j *journal) run(f *os.File) {
 	defer close(j.done)
 	defer f.Close()
 	w := bufio.NewWriter(f)
-	for b := range j.q {
-		w.Write(b)
+	for e := range j.q {
+		b, err := json.Marshal(e)
+		if err != nil {
+			j.log.Error("gateway: session index entry not encodable", "trace_id", e.Trace, "err", err)
+			continue
+		}
+		w.Write(append(b, '\n'))
 		if len(j.q) == 0 {
 			if err := w.Flush(); err != nil {
 				j.log.Error("gateway: session index write", "path", j.path, "err", err)
@@ -94,18 +99,13 @@ func (j *journal) run(f *os.File) {
 	w.Flush()
 }
 
-// add queues e.
+// add queues e; its maps must not change afterwards.
 func (j *journal) add(e *journalEntry) {
 	if j == nil {
 		return
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		j.log.Error("gateway: session index entry not encodable", "trace_id", e.Trace, "err", err)
-		return
-	}
 	select {
-	case j.q <- append(b, '\n'):
+	case j.q <- e:
 	default:
 		j.log.Warn("gateway: session index entry dropped (queue full)", "trace_id", e.Trace)
 	}
