@@ -80,8 +80,9 @@ func runGateway(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			"and send their Vigil key in Invariant-Authorization: Bearer KEY. Rules are fetched with the\n"+
 			"caller's key, cached and kept fresh by the server's change feed, and evaluated here; calls\n"+
 			"are recorded through the push API, spooled under <data-dir>/spool when the server is\n"+
-			"unreachable, and replayed at the next start. Settings: flags > VIGIL_GATEWAY_* > the\n"+
-			"config file's gateway section > defaults.", stderr)
+			"unreachable, and replayed at the next start. Global rule files reload when they change\n"+
+			"or on SIGHUP. Settings: flags > VIGIL_GATEWAY_* > the config file's gateway section >\n"+
+			"defaults.", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -89,7 +90,7 @@ func runGateway(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.String("config", "", "configuration file (env VIGIL_CONFIG)")
 	listen := fs.String("listen", envOr("VIGIL_GATEWAY_LISTEN", cmp.Or(fc.Gateway.Listen, "127.0.0.1:8005")), "listen address (env VIGIL_GATEWAY_LISTEN; config gateway.listen)")
 	storeURL := fs.String("store-url", envOr("VIGIL_GATEWAY_STORE_URL", fc.Gateway.StoreURL), "the Vigil server (env VIGIL_GATEWAY_STORE_URL; config gateway.store_url)")
-	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: the spool lives in <data-dir>/spool (default ~/.vigil)")
+	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: the spool lives in <data-dir>/spool, the session index in <data-dir>/gateway-sessions.jsonl (default ~/.vigil)")
 	logLevel := fs.String("log-level", envOr("VIGIL_LOG_LEVEL", cmp.Or(fc.Log.Level.Value, "info")), "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format.Value, "text")), "log format: text or json")
 	flags := addGatewayFlags(fs)
