@@ -121,3 +121,33 @@ func TestFindingsDeduplicatedAcrossSession(t *testing.T) {
 		t.Errorf("same key twice: %q", mine[0].Key)
 	}
 }
+
+// The standalone gateway cannot write findings; its annotations carry
+// vigil_gateway: true with the monitor id and the key at stored
+// positions, which the server files as findings (API §15).
+func TestStandaloneViolationAnnotation(t *testing.T) {
+	e := newEnv(t)
+	ts, rec := standalone(t, e, e.ts.URL, "")
+	defer rec.Close()
+	c := openai.NewClient(option.WithBaseURL(ts.URL+"/api/v1/gateway/ds/openai/"), option.WithAPIKey("sk"), option.WithMaxRetries(0),
+		option.WithHeader("Invariant-Authorization", "Bearer "+adminKey), option.WithHeader("Invariant-Guardrails", headerRule(inputRule)))
+	if _, err := c.Chat.Completions.New(context.Background(), chatParams(openai.UserMessage("a forbidden question"))); err == nil {
+		t.Fatal("blocked input answered")
+	}
+	rec.Flush()
+	trs := e.traces("ds")
+	if len(trs) != 1 {
+		t.Fatalf("%d traces", len(trs))
+	}
+	h := sha256.Sum256([]byte(inputRule))
+	found := false
+	for _, a := range trs[0].Annotations {
+		x := a.ExtraMetadata
+		if x["vigil_gateway"] == true && x["monitor_id"] == "gateway-header:"+hex.EncodeToString(h[:8]) && x["key"] == "(0, (0,))" && x["location"] == "request" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("annotations %+v", trs[0].Annotations)
+	}
+}

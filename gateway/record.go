@@ -311,7 +311,7 @@ func (c *call) annotations(v *verdict, location string, blocked, delivered bool,
 		index = v.index
 	}
 	var out []Annotation
-	for _, e := range v.errors {
+	for i, e := range v.errors {
 		content := ""
 		if args, _ := e["args"].([]any); len(args) > 0 {
 			content, _ = args[0].(string)
@@ -319,10 +319,22 @@ func (c *call) annotations(v *verdict, location string, blocked, delivered bool,
 				content = toString(args[0])
 			}
 		}
+		key, _ := e["key"].(string)
+		if key != "" {
+			key = storedKey(key, index)
+		}
 		extra := map[string]any{"source": "guardrails-error", "guardrail": e["guardrail"], "location": location,
-			"blocked": blocked, "call_id": c.id, "key": e["key"]}
+			"blocked": blocked, "call_id": c.id, "key": key}
 		if gr, _ := e["guardrail"].(map[string]any); gr != nil {
 			extra["action"] = gr["action"]
+		}
+		if i < len(v.rules) {
+			// What a server needs to file the violation as a finding
+			// (the standalone gateway's annotations become findings).
+			extra["monitor_id"] = monitorID(v.rules[i])
+			if sev := v.rules[i].Severity; sev != "" {
+				extra["severity"] = sev
+			}
 		}
 		if delivered {
 			extra["delivered"] = true
