@@ -56,3 +56,35 @@ func TestSessionJournalReplay(t *testing.T) {
 		t.Errorf("journal not compacted:\n%s", b)
 	}
 }
+
+// FuzzSessionJournal: any journal content loads without a panic, and
+// what it keeps loads again to the same sessions.
+func FuzzSessionJournal(f *testing.F) {
+	f.Add([]byte(`{"t":"b","scope":"u\u0000d\u0000","trace":"t1","key":"h:x","src":"header","at":9000000000000000000,"count":2,"hash":"h"}` + "\n"))
+	f.Add([]byte(`{"t":"c","trace":"t1","at":9000000000000000000,"call":{"a":1},"blocked":{"b":2},"in":3,"out":4,"forked":{},"continues":"t0"}`))
+	f.Add([]byte("\n\n{\"t\":\"b\"}\nnot json\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "s.jsonl")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		now := func() time.Time { return time.Unix(0, 8e18) }
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		ss := newSessions(time.Hour, now)
+		j, err := openSessions(ss, path, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.close()
+		ss2 := newSessions(time.Hour, now)
+		j2, err := openSessions(ss2, path, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j2.close()
+		if len(ss.byKey) != len(ss2.byKey) || len(ss.bounds) != len(ss2.bounds) {
+			t.Fatalf("reload differs: %d/%d keys, %d/%d bounds", len(ss.byKey), len(ss2.byKey), len(ss.bounds), len(ss2.bounds))
+		}
+	})
+}
