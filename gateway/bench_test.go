@@ -54,3 +54,38 @@ func BenchmarkChat(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChatRecorded is a non-streaming chat completion recorded into
+// an embedded SQLite store (G2's path in process), each call its own
+// session, with the session index in memory or persisted to a file: the
+// difference is what the journal costs per call on the response path.
+// Run it with a small -benchtime (say 300x): the store writes behind it.
+func BenchmarkChatRecorded(b *testing.B) {
+	for _, persist := range []bool{false, true} {
+		name := "memory"
+		if persist {
+			name = "journal"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newEnv(b, func(o *gateway.Options) {
+				if persist {
+					o.SessionFile = b.TempDir() + "/sessions.jsonl"
+				}
+			})
+			body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}]}`)
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest("POST", "/api/v1/gateway/ds/openai/chat/completions", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer sk")
+				req.Header.Set("Invariant-Authorization", "Bearer "+adminKey)
+				w := httptest.NewRecorder()
+				e.gw.ServeHTTP(w, req)
+				if w.Code != http.StatusOK {
+					b.Fatalf("%d %s", w.Code, w.Body)
+				}
+			}
+			b.StopTimer()
+			e.rec.Flush()
+		})
+	}
+}

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/ingest"
+	"github.com/vigilhq/vigil/monitor"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/store"
+	"github.com/vigilhq/vigil/trace"
 )
 
 // This file joins the gateway to an in-process server (vigil serve):
@@ -24,7 +26,9 @@ import (
 // Embedded returns the Authenticator, RuleSource, Compiler and a started
 // Recorder of a gateway inside srv. Stop the recorder with Close.
 func Embedded(srv *server.Server, rec RecordOptions) (Authenticator, RuleSource, Compiler, *IngestRecorder) {
-	return serverAuth{srv}, &serverRules{srv: srv, ids: map[string]idEntry{}}, srv.Rules(), NewIngestRecorder(srv.Ingester(), srv.Store(), srv.Logger(), rec)
+	r := NewIngestRecorder(srv.Ingester(), srv.Store(), srv.Logger(), rec)
+	r.finishRun = srv.FinishRun
+	return serverAuth{srv}, &serverRules{srv: srv, ids: map[string]idEntry{}}, srv.Rules(), r
 }
 
 type serverAuth struct{ srv *server.Server }
@@ -105,7 +109,7 @@ func rulesetOf(dr *server.DatasetRules) *Ruleset {
 		if !g.Enabled || !scopeAdmits(g.Scope, "llm") {
 			continue
 		}
-		gr := &Guardrail{ID: g.ID, Name: g.Name, Content: g.Content, Action: g.Action, Version: g.Version,
+		gr := &Guardrail{ID: g.ID, Name: g.Name, Content: g.Content, Action: g.Action, Version: g.Version, Severity: g.Severity,
 			Policy: dr.Rules[g.ID], Err: dr.Errors[g.ID], StreamFinal: streamFinal(g.ExtraMetadata)}
 		if gr.Policy == nil && gr.Err == nil {
 			gr.Err = fmt.Errorf("guardrail %s does not compile", g.ID)
@@ -164,6 +168,9 @@ type IngestRecorder struct {
 	mu      sync.Mutex
 	idle    *sync.Cond
 	pending int
+	// finishRun finishes a trace's run (the server's, with its ledger
+	// close); nil: runs are left open.
+	finishRun func(ctx context.Context, traceID string) error
 }
 
 // NewIngestRecorder starts a recorder writing through ing.
@@ -322,14 +329,27 @@ func (r *IngestRecorder) pushAll(ctx context.Context, recs []*Record) error {
 		ingest.MergeTools(tools, pe.Tools)
 		req.Blobs = append(req.Blobs, pe.Images.Blobs...)
 		req.Traces = append(req.Traces, store.NewTrace{ID: rec.TraceID, Metadata: md, SessionKey: rec.SessionKey, KeyID: rec.Identity.KeyID,
-			TimeCreated: now, Messages: pe.Messages, Annotations: storeAnnotations(rec)})
+			TimeCreated: now, Messages: pe.Messages})
 	}
 	req.Tools = ingest.ToolList(tools)
-	_, err := r.ing.Push(ctx, req)
-	return err
+	if _, err := r.ing.Push(ctx, req); err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if err := r.storeFindings(ctx, rec); err != nil {
+			r.log.Error("gateway: store findings", "call_id", rec.CallID, "trace_id", rec.TraceID, "err", err)
+		}
+	}
+	return nil
 }
 
 func (r *IngestRecorder) write(ctx context.Context, rec *Record) error {
+	if rec.FinishRun {
+		if r.finishRun == nil {
+			return nil
+		}
+		return r.finishRun(ctx, rec.TraceID)
+	}
 	events, err := json.Marshal(rec.Events)
 	if err != nil {
 		return err
@@ -338,7 +358,6 @@ func (r *IngestRecorder) write(ctx context.Context, rec *Record) error {
 	if err != nil {
 		return err
 	}
-	anns := storeAnnotations(rec)
 	now := time.Now()
 	if rec.New {
 		pe, err := ingest.Prepare(events, ingest.TraceOptions{TraceID: rec.TraceID}, new(ingest.Warnings))
@@ -348,13 +367,13 @@ func (r *IngestRecorder) write(ctx context.Context, rec *Record) error {
 		_, err = r.ing.Push(ctx, ingest.PushRequest{PushRequest: store.PushRequest{
 			OwnerID: rec.Identity.UserID, DatasetName: rec.Dataset, CreateIfMissing: true,
 			Traces: []store.NewTrace{{ID: rec.TraceID, Metadata: md, SessionKey: rec.SessionKey, KeyID: rec.Identity.KeyID,
-				TimeCreated: now, Messages: pe.Messages, Annotations: anns}},
+				TimeCreated: now, Messages: pe.Messages}},
 			Tools: ingest.ToolList(pe.Tools),
 		}, Blobs: pe.Images.Blobs})
 		if err != nil {
 			return fmt.Errorf("push trace %s: %w", rec.TraceID, err)
 		}
-		return nil
+		return r.storeFindings(ctx, rec)
 	}
 	t, err := r.st.GetTrace(ctx, rec.TraceID, false)
 	if err != nil {
@@ -373,30 +392,43 @@ func (r *IngestRecorder) write(ctx context.Context, rec *Record) error {
 		if err != nil {
 			return fmt.Errorf("prepare append to %s: %w", rec.TraceID, err)
 		}
-		if _, err := r.ing.Append(ctx, ingest.AppendRequest{Trace: t, Events: pe, Annotations: anns, Time: now}); err != nil {
+		if _, err := r.ing.Append(ctx, ingest.AppendRequest{Trace: t, Events: pe, Time: now}); err != nil {
 			return fmt.Errorf("append to trace %s: %w", rec.TraceID, err)
 		}
 	}
 	if _, err := r.st.UpdateTrace(ctx, rec.TraceID, store.TraceUpdate{MetadataMerge: md}); err != nil {
 		return fmt.Errorf("metadata of trace %s: %w", rec.TraceID, err)
 	}
-	return nil
+	return r.storeFindings(ctx, rec)
 }
 
-// storeAnnotations converts a record's annotations.
-func storeAnnotations(rec *Record) []*store.Annotation {
-	var out []*store.Annotation
-	for _, a := range rec.Annotations {
-		extra, _ := json.Marshal(a.Extra)
-		sa := &store.Annotation{UserID: rec.Identity.UserID, OwnerID: rec.Identity.UserID, Content: a.Content, ExtraMetadata: extra,
-			Source: "guardrails-error", Resolved: true, Address: a.Address}
-		if a.Index >= 0 {
-			i := a.Index
-			sa.AnchorIndex = &i
-		} else if sa.Address == "" {
-			sa.Address = "<root>"
-		}
-		out = append(out, sa)
+// storeFindings stores the violations of rec as ledger findings of its
+// trace (spec §8.1), citations with the ledger nodes of the stored
+// events; the store de-duplicates them on (monitor, trace, key).
+func (r *IngestRecorder) storeFindings(ctx context.Context, rec *Record) error {
+	if len(rec.Findings) == 0 {
+		return nil
 	}
-	return out
+	t, err := r.st.GetTrace(ctx, rec.TraceID, true)
+	if err != nil {
+		return fmt.Errorf("read trace %s for its findings: %w", rec.TraceID, err)
+	}
+	nodeIDs := make([][]string, len(t.Messages))
+	for i, m := range t.Messages {
+		nodeIDs[i] = m.NodeIDs
+	}
+	// Keys and ranges are already at stored positions.
+	ev := monitor.NewEvaluated(&trace.Trace{}, nodeIDs)
+	for _, gf := range rec.Findings {
+		ctxJSON, err := json.Marshal(gf.Context)
+		if err != nil {
+			return fmt.Errorf("finding context: %w", err)
+		}
+		f := monitor.NewFinding(monitor.Source{MonitorID: gf.MonitorID, Monitor: gf.Monitor, Severity: gf.Severity, Context: ctxJSON}, ev, gf.Violation)
+		f.RunID, f.OwnerID = rec.TraceID, t.OwnerID
+		if _, _, err := r.st.UpsertFinding(ctx, f); err != nil {
+			return fmt.Errorf("store finding %s of %s on trace %s: %w", f.Key, f.MonitorID, rec.TraceID, err)
+		}
+	}
+	return nil
 }

@@ -51,6 +51,9 @@ type Guardrail struct {
 	Content string
 	Action  string // "block" or "log"
 	Version int
+	// Severity is the default severity of its findings (info, warn or
+	// critical; "" = warn).
+	Severity string
 	// StreamFinal marks a non-monotone rule (extra_metadata.stream_check
 	// "final"): a streamed request it applies to runs in buffer mode.
 	StreamFinal bool
@@ -114,7 +117,14 @@ type Options struct {
 	Stream            StreamOptions
 	SessionStitching  string        // auto (default), header or off
 	SessionIdle       time.Duration // default 30m
-	MaxRequestBytes   int64         // default 32 MiB
+	// SessionScope is session_guardrail_scope: "request" (default) or
+	// "session" (the input check of a header session also sees the
+	// session's other events, spec §6.7).
+	SessionScope string
+	// SessionFile is where the session stitching index is persisted, so
+	// that a restart keeps stitching to the open traces; "": memory only.
+	SessionFile     string
+	MaxRequestBytes int64 // default 32 MiB
 	// Transport is the upstream transport; nil: a tuned http.Transport
 	// (10 s connect timeout).
 	Transport http.RoundTripper
@@ -144,6 +154,10 @@ type Gateway struct {
 	compiler  Compiler
 	sessions  *sessions
 	now       func() time.Time
+	stop      chan struct{} // closed by Close: stops the session sweeper
+	closeOnce sync.Once
+	// global are the global guardrails, replaced whole on reload.
+	global atomic.Pointer[[]*Guardrail]
 
 	// Stats are the gateway's counters.
 	evalFailures atomic.Uint64
@@ -208,11 +222,31 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.hc = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	g.sessions = newSessions(opts.SessionIdle, g.now)
+	if opts.Recorder != nil {
+		g.sessions.finish = g.finishRun
+	}
+	if opts.SessionFile != "" {
+		j, err := openSessions(g.sessions, opts.SessionFile, g.log)
+		if err != nil {
+			return nil, err
+		}
+		g.sessions.j = j
+	}
+	g.SetGlobal(opts.Global)
+	g.stop = make(chan struct{})
+	if opts.Recorder != nil {
+		go g.sweepSessions()
+	}
 	return g, nil
 }
 
-// Close waits for the background evaluations of logging rules.
-func (g *Gateway) Close() { g.wg.Wait() }
+// Close waits for the background evaluations of logging rules and
+// writes the session index.
+func (g *Gateway) Close() {
+	g.closeOnce.Do(func() { close(g.stop) })
+	g.wg.Wait()
+	g.sessions.j.close()
+}
 
 // Idle waits until no call is being served (every finished call has
 // been handed to the recorder).

@@ -54,7 +54,7 @@ func (rs *rules) passResult() string {
 func (g *Gateway) resolve(ctx context.Context, id *Identity, dataset, header string) (*rules, error) {
 	rs := &rules{version: "none"}
 	var all []*Guardrail
-	all = append(all, g.opts.Global...)
+	all = append(all, g.Global()...)
 	mode := g.opts.HeaderGuardrails
 	if header == "" || mode == "ignore" {
 		header = ""
@@ -117,6 +117,8 @@ const (
 type verdict struct {
 	// errors are the violations, each an Error object with its guardrail.
 	errors []map[string]any
+	// rules[i] is the guardrail of errors[i].
+	rules []*Guardrail
 	// blocked: a blocking violation, or a failure under fail-closed.
 	blocked bool
 	// failure is the reason of an evaluation failure ("" when none).
@@ -124,6 +126,10 @@ type verdict struct {
 	// statuses maps guardrail id to its status.
 	statuses map[string]string
 	elapsed  time.Duration
+	// index maps an evaluated event index to its stored position when
+	// the evaluated list is not the request then the response (session
+	// scope); nil: the call's usual mapping.
+	index func(int) int
 }
 
 func (v *verdict) details() map[string]any {
@@ -175,6 +181,7 @@ func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrai
 		for _, e := range res.Errors {
 			status = ruleMatched
 			v.errors = append(v.errors, g.errorObject(gr, e.Key, e.Args, e.Kwargs, e.Ranges))
+			v.rules = append(v.rules, gr)
 			if blocking {
 				v.blocked = true
 			}
@@ -245,6 +252,7 @@ func (v *verdict) fail(g *Gateway, gr *Guardrail, reason string, blocking bool) 
 	if !g.opts.FailOpen {
 		v.blocked = true
 		v.errors = append(v.errors, g.errorObject(gr, "", []any{"Vigil: guardrail evaluation failed: " + reason}, nil, []string{}))
+		v.rules = append(v.rules, gr)
 	}
 }
 

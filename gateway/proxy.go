@@ -41,6 +41,9 @@ type call struct {
 	heldMax                 time.Duration
 	statuses                map[string]map[string]string
 	committed               bool // the session index knows the outcome
+	// stripUsage: force_stream_usage added include_usage, so the
+	// usage-only chunk is not the client's.
+	stripUsage bool
 
 	reqOnce  sync.Once
 	reqTrace *trace.Trace
@@ -158,6 +161,14 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 		c.stream = strings.HasSuffix(sub, ":streamGenerateContent")
 		c.in.model, _, _ = strings.Cut(sub[strings.LastIndex(sub, "/")+1:], ":")
 	}
+	if kind == "chat" && c.stream && g.opts.ForceStreamUsage {
+		forced, asked, err := forceStreamUsage(body, obj)
+		if err != nil {
+			writeDetail(w, http.StatusBadRequest, "Invalid request body: "+err.Error(), "invalid_request")
+			return
+		}
+		body, c.stripUsage = forced, !asked
+	}
 	// Recording and session headers (spec §3.3).
 	sessHeader := r.Header.Get("Invariant-Session")
 	if sessHeader == "" {
@@ -231,7 +242,7 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 		if c.plan != nil {
 			k = c.plan.k
 		}
-		go func() { inputDone <- c.evaluateOn(ctx, rs.block, k, nil) }()
+		go func() { inputDone <- c.inputCheck(ctx, k) }()
 	}
 	var input *verdict
 	haveInput := false
@@ -361,9 +372,8 @@ func (c *call) dispatch(req *http.Request, out chan<- upstreamResult) {
 }
 
 // inputBlockedWait waits for the cancelled dispatch to return (the
-// cancellation ends its request at once) and closes what it got: the
-// dispatch writes the call's upstream timings, which the blocked answer's
-// headers and record then read.
+// cancellation closes its connection at once), so that the call's
+// upstream timings are no longer written while the answer reads them.
 func (c *call) inputBlockedWait(up <-chan upstreamResult, _ *verdict) {
 	if res := <-up; res.resp != nil {
 		res.resp.Body.Close()
@@ -380,6 +390,7 @@ func (c *call) blockInput(w http.ResponseWriter, v *verdict) {
 	if c.stream {
 		c.writeStreamHeaders(w)
 		w.Write(c.d.guardrailEvent("request", v.details(), true))
+		c.setTrailers(w.Header(), "block")
 		flush(w)
 	} else {
 		writeJSONBytes(w, http.StatusBadRequest, c.d.guardrailBody("request", v.details()))
@@ -546,6 +557,7 @@ func (c *call) upstreamFailed(w http.ResponseWriter, r *http.Request, err error,
 	if c.stream {
 		c.writeStreamHeaders(w)
 		w.Write(c.d.upstreamErrorEvent(status, msg, true))
+		c.setTrailers(w.Header(), c.resultOr())
 		flush(w)
 	} else {
 		writeJSONBytes(w, status, c.d.upstreamErrorBody(status, msg))
@@ -637,6 +649,7 @@ func (c *call) checkChoices(choices []event) *verdict {
 			continue
 		}
 		all.errors = append(all.errors, v.errors...)
+		all.rules = append(all.rules, v.rules...)
 		all.blocked = all.blocked || v.blocked
 		if all.failure == "" {
 			all.failure = v.failure

@@ -34,7 +34,15 @@ type Record struct {
 	// merge patch of it.
 	Metadata    map[string]any
 	Annotations []Annotation
-	CallID      string
+	// Findings are the same violations as Annotations, as ledger
+	// findings: a recorder that can write findings stores these and not
+	// the annotations.
+	Findings []Finding
+	CallID   string
+	// FinishRun: this record carries no call; it finishes the trace's
+	// run (its stitched session ended, spec §8.3), after the trace's
+	// earlier records were written.
+	FinishRun bool `json:",omitempty"`
 	// Finish, when set, runs the call's logging rules (which may add
 	// Annotations); a recorder calls it before writing, off the
 	// response path.
@@ -167,25 +175,18 @@ func (c *call) record(ri recordInput) {
 		if ri.out.respID != "" {
 			cr["response_id"] = ri.out.respID
 		}
-		s.usageIn += ri.out.input
-		s.usageOut += ri.out.output
 	}
-	calls, _ := s.vigil["calls"].([]any)
-	calls = append(calls, cr)
-	if len(calls) > 2000 {
-		s.vigil["folded_calls"] = num(s.vigil["folded_calls"]) + int64(len(calls)-2000)
-		calls = calls[len(calls)-2000:]
+	var in, out int64
+	if ri.out != nil {
+		in, out = ri.out.input, ri.out.output
 	}
-	s.vigil["calls"] = calls
-	s.vigil["usage"] = map[string]any{"input_tokens": s.usageIn, "output_tokens": s.usageOut}
-	s.vigil["session_key_source"] = s.keySource
+	var blocked map[string]any
 	if ri.blockedAt != "" {
-		bc, _ := s.vigil["blocked_calls"].([]any)
-		s.vigil["blocked_calls"] = append(bc, map[string]any{"call_id": c.id, "location": ri.blockedAt, "errors": errorsOf(ri.verdict)})
+		blocked = map[string]any{"call_id": c.id, "location": ri.blockedAt, "errors": errorsOf(ri.verdict)}
 	}
-	if p.forkedFrom != nil {
-		s.vigil["forked_from"] = p.forkedFrom
-	}
+	s.apply(cr, blocked, in, out, p.forkedFrom, "")
+	g.sessions.j.add(&journalEntry{Kind: "c", Scope: s.scope, Trace: s.traceID, Key: s.key, SessionID: s.sessionID, Source: s.keySource,
+		At: now.UnixNano(), Call: cr, Blocked: blocked, UsageIn: in, UsageOut: out, Forked: p.forkedFrom, Continues: s.continues})
 	vig := make(map[string]any, len(s.vigil))
 	for k, v := range s.vigil {
 		vig[k] = v
@@ -225,6 +226,7 @@ func (c *call) record(ri recordInput) {
 	}
 	if ri.verdict != nil {
 		rec.Annotations = append(rec.Annotations, c.annotations(ri.verdict, loc(ri.verdict), ri.blockedAt != "", ri.delivered, len(evs))...)
+		rec.Findings = append(rec.Findings, c.findings(ri.verdict, loc(ri.verdict), ri.blockedAt != "", ri.delivered)...)
 	}
 	if len(c.rules.log) > 0 {
 		whole := append([]event(nil), c.in.events...)
@@ -235,6 +237,7 @@ func (c *call) record(ri recordInput) {
 		rec.Finish = func(r *Record) {
 			v := g.evaluate(context.Background(), rules, nil, whole, params, false)
 			r.Annotations = append(r.Annotations, c.annotations(v, "response", false, false, len(evs))...)
+			r.Findings = append(r.Findings, c.findings(v, "response", false, false)...)
 		}
 	}
 	if !g.opts.Recorder.Record(rec) {
@@ -252,10 +255,10 @@ func (c *call) commitSession(ri recordInput) {
 		return
 	}
 	c.committed = true
-	added := len(c.in.events) - p.k
+	added := c.in.events[p.k:len(c.in.events):len(c.in.events)]
 	hasResp := ri.out != nil && len(ri.out.choices) > 0 && ri.upstreamStatus == 0
 	if hasResp {
-		added++
+		added = append(added, ri.out.choices[0])
 	}
 	var boundary []event
 	if ri.blockedAt == "" && hasResp && !ri.clientGone {
@@ -303,19 +306,12 @@ func (c *call) annotations(v *verdict, location string, blocked, delivered bool,
 	if v == nil {
 		return nil
 	}
-	p := c.plan
-	n := len(c.in.events)
-	index := func(i int) int {
-		if i < p.k {
-			return i
-		}
-		if i > n {
-			i = n
-		}
-		return p.base + i - p.k
+	index := c.storedIndex()
+	if v.index != nil {
+		index = v.index
 	}
 	var out []Annotation
-	for _, e := range v.errors {
+	for i, e := range v.errors {
 		content := ""
 		if args, _ := e["args"].([]any); len(args) > 0 {
 			content, _ = args[0].(string)
@@ -323,10 +319,22 @@ func (c *call) annotations(v *verdict, location string, blocked, delivered bool,
 				content = toString(args[0])
 			}
 		}
+		key, _ := e["key"].(string)
+		if key != "" {
+			key = storedKey(key, index)
+		}
 		extra := map[string]any{"source": "guardrails-error", "guardrail": e["guardrail"], "location": location,
-			"blocked": blocked, "call_id": c.id, "key": e["key"]}
+			"blocked": blocked, "call_id": c.id, "key": key}
 		if gr, _ := e["guardrail"].(map[string]any); gr != nil {
 			extra["action"] = gr["action"]
+		}
+		if i < len(v.rules) {
+			// What a server needs to file the violation as a finding
+			// (the standalone gateway's annotations become findings).
+			extra["monitor_id"] = monitorID(v.rules[i])
+			if sev := v.rules[i].Severity; sev != "" {
+				extra["severity"] = sev
+			}
 		}
 		if delivered {
 			extra["delivered"] = true

@@ -34,6 +34,16 @@ type session struct {
 	usageOut  int64
 	provider  map[string]bool
 	continues string
+	scope     string // owner and dataset (scopeOf)
+	// ident and dataset are the recording identity, to finish the run
+	// when the session ends (nil for a session restored from disk in a
+	// standalone gateway, which holds no key).
+	ident   *Identity
+	dataset string
+	ended   bool // its run was handed to the recorder to finish
+	// events are the events this gateway recorded into the trace, in
+	// order (kept only with session_guardrail_scope: session).
+	events []event
 }
 
 // sessionPlan is where one call's events go.
@@ -49,6 +59,9 @@ type sessionPlan struct {
 	// wait is closed when the session's previous record was handed to
 	// the recorder; done is closed when this one was.
 	wait, done chan struct{}
+	// stored are the session's recorded events when the call was
+	// planned (session_guardrail_scope: session, header sessions only).
+	stored []event
 }
 
 // sessions is the stitching index of one gateway.
@@ -59,6 +72,10 @@ type sessions struct {
 	// bounds maps scope + boundary hash to the sessions that have it.
 	bounds map[string][]*session
 	byKey  map[string]*session // scope + "h:" + header
+	// ended maps the byKey key of an expired header session to its
+	// trace, which a later call with the same header continues (spec
+	// §8.3: vigil.continues).
+	ended map[string]string
 	// responses maps Responses API response ids to their session and
 	// recorded output; items maps output item ids to events.
 	responses map[string]*session
@@ -66,10 +83,15 @@ type sessions struct {
 	// swept is when expire last ran: it walks every session, so it runs
 	// at most once a second, not on every call.
 	swept time.Time
+	// j persists the index (nil: memory only).
+	j *journal
+	// finish hands the run of an ended session to the recorder (nil:
+	// runs are not finished).
+	finish func(s *session)
 }
 
 func newSessions(idle time.Duration, now func() time.Time) *sessions {
-	return &sessions{idle: idle, now: now, bounds: map[string][]*session{}, byKey: map[string]*session{}, responses: map[string]*session{}, items: map[string]event{}}
+	return &sessions{idle: idle, now: now, bounds: map[string][]*session{}, byKey: map[string]*session{}, ended: map[string]string{}, responses: map[string]*session{}, items: map[string]event{}}
 }
 
 // canonical is the canonical form of an event (spec §8.3): [role, text,
@@ -181,7 +203,7 @@ func (ss *sessions) plan(c *call, header string) *sessionPlan {
 		}
 	}
 	newSession := func(key, sid, source string) *sessionPlan {
-		s := &session{traceID: store.NewID(), key: key, sessionID: sid, keySource: source, last: now, vigil: map[string]any{}, provider: map[string]bool{}}
+		s := &session{traceID: store.NewID(), key: key, sessionID: sid, keySource: source, last: now, vigil: map[string]any{}, provider: map[string]bool{}, scope: scope, ident: c.ident, dataset: c.dataset}
 		return &sessionPlan{s: s, traceID: s.traceID, sessionID: sid, isNew: true}
 	}
 	switch {
@@ -192,6 +214,11 @@ func (ss *sessions) plan(c *call, header string) *sessionPlan {
 		if s == nil {
 			p := newSession("h:"+header, header, "header")
 			ss.byKey[scope+"h:"+header] = p.s
+			if prev := ss.ended[scope+"h:"+header]; prev != "" {
+				delete(ss.ended, scope+"h:"+header)
+				p.s.continues = prev
+				p.s.vigil["continues"] = prev
+			}
 			return p
 		}
 		k := 0
@@ -202,7 +229,11 @@ func (ss *sessions) plan(c *call, header string) *sessionPlan {
 			}
 		}
 		s.last = now
-		return &sessionPlan{s: s, traceID: s.traceID, sessionID: s.sessionID, k: k, base: s.count}
+		p := &sessionPlan{s: s, traceID: s.traceID, sessionID: s.sessionID, k: k, base: s.count}
+		if c.g.opts.SessionScope == "session" {
+			p.stored = s.events[:len(s.events):len(s.events)]
+		}
+		return p
 	case mode == "header":
 		return newSession("", "", "none")
 	}
@@ -246,21 +277,27 @@ func (ss *sessions) hasBoundary(scope, h string, s *session) bool {
 
 // committed records the outcome of a planned call: the events added and,
 // for an accepted call, the boundary over request + response.
-func (ss *sessions) committed(c *call, p *sessionPlan, added int, boundary []event, respID string, items map[string]event) {
+func (ss *sessions) committed(c *call, p *sessionPlan, added []event, boundary []event, respID string, items map[string]event) {
 	scope := scopeOf(c)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	s := p.s
-	s.count += added
+	s.count += len(added)
+	if c.g.opts.SessionScope == "session" && s.keySource == "header" {
+		s.events = append(s.events, added...)
+	}
 	s.last = ss.now()
 	p.wait, p.done = s.tail, make(chan struct{})
 	s.tail = p.done
+	h := ""
 	if boundary != nil && c.g.opts.SessionStitching != "off" {
 		hs := chain(boundary)
-		h := hs[len(hs)-1]
+		h = hs[len(hs)-1]
 		ss.bounds[scope+h] = append(ss.bounds[scope+h], s)
 		s.tip = h
 	}
+	ss.j.add(&journalEntry{Kind: "b", Scope: scope, Trace: s.traceID, Key: s.key, SessionID: s.sessionID, Source: s.keySource,
+		At: s.last.UnixNano(), Count: s.count, Hash: h, Response: respID})
 	if respID != "" {
 		ss.responses[respID] = s
 	}
@@ -282,11 +319,19 @@ func (ss *sessions) expire(now time.Time) {
 		return
 	}
 	ss.swept = now
+	end := func(s *session) {
+		if !s.ended && ss.finish != nil {
+			s.ended = true
+			ss.finish(s)
+		}
+	}
 	for k, list := range ss.bounds {
 		keep := list[:0]
 		for _, s := range list {
 			if now.Sub(s.last) < ss.idle {
 				keep = append(keep, s)
+			} else {
+				end(s)
 			}
 		}
 		if len(keep) == 0 {
@@ -297,11 +342,17 @@ func (ss *sessions) expire(now time.Time) {
 	}
 	for k, s := range ss.byKey {
 		if now.Sub(s.last) >= ss.idle {
+			end(s)
 			delete(ss.byKey, k)
+			if len(ss.ended) > 100000 {
+				clear(ss.ended) // a later call starts a trace that names no predecessor
+			}
+			ss.ended[k] = s.traceID
 		}
 	}
 	for k, s := range ss.responses {
 		if now.Sub(s.last) >= ss.idle {
+			end(s)
 			delete(ss.responses, k)
 		}
 	}

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -207,12 +209,15 @@ func (r *Remote) follow(key string) {
 // (0.5 s to 30 s, 10 attempts) and spooling to disk what cannot be
 // written; the spool is replayed, in order, at the next start.
 type ClientRecorder struct {
-	url     string
-	dir     string
-	log     *slog.Logger
-	q       chan *Record
-	done    chan struct{}
-	ids     map[string]string // local trace id → server trace id
+	url  string
+	dir  string
+	log  *slog.Logger
+	q    chan *Record
+	done chan struct{}
+	ids  map[string]string // local trace id → server trace id
+	// idFile persists ids (<dir>/traces.jsonl), so that calls stitched
+	// to a trace after a restart still find it on the server.
+	idFile  *os.File
 	mu      sync.Mutex
 	idle    *sync.Cond
 	n       int
@@ -254,6 +259,9 @@ func NewClientRecorder(url, dir string, queue int, log *slog.Logger) (*ClientRec
 		}
 		if err := os.Remove(filepath.Join(dir, "records.jsonl")); err != nil && !os.IsNotExist(err) {
 			return nil, fmt.Errorf("spool: %w", err)
+		}
+		if err := r.loadIDs(filepath.Join(dir, "traces.jsonl")); err != nil {
+			return nil, err
 		}
 	}
 	go r.run(replay)
@@ -325,6 +333,9 @@ func (r *ClientRecorder) Close() {
 	if r.spool != nil {
 		r.spool.Close()
 	}
+	if r.idFile != nil {
+		r.idFile.Close()
+	}
 }
 
 func (r *ClientRecorder) run(replay []*Record) {
@@ -395,6 +406,18 @@ func (r *ClientRecorder) write(rec *Record) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := client.New(r.url, rec.Identity.Key, client.WithRetries(0))
+	if rec.FinishRun {
+		id := r.ids[rec.TraceID]
+		if id == "" || rec.Identity.Key == "" {
+			return nil // never created, or restored without the caller's key
+		}
+		err := c.Raw(ctx, "POST", "/api/v1/runs/"+id+"/finish", map[string]any{"status": "completed"}, nil)
+		var ae *client.APIError
+		if errors.As(err, &ae) && (ae.StatusCode == http.StatusConflict || ae.StatusCode == http.StatusNotFound) {
+			return nil // already finished, or deleted
+		}
+		return err
+	}
 	msgs := make([]any, len(rec.Events))
 	for i, e := range rec.Events {
 		msgs[i] = e
@@ -427,6 +450,7 @@ func (r *ClientRecorder) write(rec *Record) error {
 		}
 		if len(res.ID) == 1 {
 			r.ids[rec.TraceID] = res.ID[0]
+			r.saveID(rec.TraceID, res.ID[0])
 		}
 		return nil
 	}
@@ -443,4 +467,40 @@ func (r *ClientRecorder) write(rec *Record) error {
 		r.log.Warn("gateway: trace metadata not updated", "trace_id", id, "err", err)
 	}
 	return nil
+}
+
+// traceID is one line of <dir>/traces.jsonl.
+type traceID struct {
+	Local  string `json:"local"`
+	Server string `json:"server"`
+}
+
+// loadIDs reads the trace id map and opens it for appending; a line that
+// does not decode (a torn last write) is skipped.
+func (r *ClientRecorder) loadIDs(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("trace ids: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var t traceID
+		if json.Unmarshal([]byte(line), &t) == nil && t.Local != "" {
+			r.ids[t.Local] = t.Server
+		}
+	}
+	if r.idFile, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+		return fmt.Errorf("trace ids: %w", err)
+	}
+	return nil
+}
+
+// saveID appends one trace id pair.
+func (r *ClientRecorder) saveID(local, server string) {
+	if r.idFile == nil {
+		return
+	}
+	b, _ := json.Marshal(traceID{local, server}) // two strings: always encodable
+	if _, err := r.idFile.Write(append(b, '\n')); err != nil {
+		r.log.Error("gateway: trace id not saved", "trace_id", local, "err", err)
+	}
 }

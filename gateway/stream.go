@@ -155,6 +155,9 @@ loop:
 			if s.protocolErr == "" {
 				s.parser.feed(f)
 			}
+			if c.stripUsage && f.data != nil && usageOnlyChunk(f.data) {
+				break // recorded, not the client's (force_stream_usage)
+			}
 			if (s.mode == "open" || s.protocolErr != "") && f.kind != kindFinal {
 				f.kind = kindNeutral
 			}
@@ -259,6 +262,7 @@ loop:
 			}
 		}
 		all.errors = append(all.errors, v.errors...)
+		all.rules = append(all.rules, v.rules...)
 		all.elapsed += v.elapsed
 	}
 	if all != nil {
@@ -273,6 +277,7 @@ loop:
 			s.writeHeaders()
 		}
 		w.Write(c.d.guardrailEvent("response", blocked.details(), !s.sentBody()))
+		c.setTrailers(w.Header(), "block")
 		flush(w)
 		c.record(recordInput{out: out, blockedAt: "response", verdict: blocked, delivered: s.mode == "passthrough"})
 	case clientGone:
@@ -284,6 +289,7 @@ loop:
 			s.writeHeaders()
 		}
 		w.Write(c.d.upstreamErrorEvent(http.StatusGatewayTimeout, "upstream "+c.u.Name+" timed out", !s.sentBody()))
+		c.setTrailers(w.Header(), c.resultOr())
 		flush(w)
 		c.record(recordInput{out: out, verdict: all, upstreamStatus: http.StatusGatewayTimeout, errBody: []byte("stream idle timeout")})
 	default:
@@ -294,10 +300,11 @@ loop:
 		if g.opts.Stream.OverheadComment && c.kind != "gemini" {
 			w.Write([]byte(": vigil overhead_ms=" + ms(time.Since(c.t0)-c.upEnd.Sub(c.upStart)) + " held_ms=" + ms(c.heldMax) + "\n\n"))
 		}
-		flush(w)
 		if s.failure != "" && c.result == "" {
 			c.result = "fail-open"
 		}
+		c.setTrailers(w.Header(), c.resultOr())
+		flush(w)
 		c.record(recordInput{out: out, verdict: all})
 	}
 }
@@ -430,6 +437,7 @@ func (s *guardStream) writeHeaders() {
 	h := s.w.Header()
 	copyResponseHeaders(h, s.resp.Header)
 	c.setHeaders(h, c.resultOr(), rsVersion(c.rules))
+	declareTrailers(h)
 	s.w.WriteHeader(s.resp.StatusCode)
 	s.sent = true
 }
@@ -443,5 +451,6 @@ func (c *call) writeStreamHeaders(w http.ResponseWriter) {
 		h.Set("Content-Type", "text/event-stream")
 	}
 	h.Set("Cache-Control", "no-cache")
+	declareTrailers(h)
 	w.WriteHeader(http.StatusOK)
 }

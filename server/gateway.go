@@ -49,3 +49,14 @@ func (s *Server) DatasetID(ctx context.Context, ownerID, name string) (string, e
 	}
 	return d.ID, nil
 }
+
+// FinishRun finishes the run of a trace as completed and closes its
+// ledger session (spec/ledger.md §7.1), as the gateway does when a
+// stitched session ends. A run already finished is not an error.
+func (s *Server) FinishRun(ctx context.Context, traceID string) error {
+	_, err := s.st.FinishRun(ctx, traceID, store.RunCompleted, s.now(), s.closeFunc())
+	if err != nil && !errors.Is(err, store.ErrFinished) {
+		return fmt.Errorf("finish run %s: %w", traceID, err)
+	}
+	return nil
+}

@@ -28,8 +28,10 @@ func init() {
 }
 
 // mountGateway serves /api/v1/gateway/ on srv unless gateway.enabled is
-// false. The returned func stops its recorder (after in-flight records).
-func mountGateway(srv *server.Server, fc *fileConfig, log *slog.Logger) (func(), error) {
+// false; with a dataDir the session index is kept in
+// <dataDir>/gateway-sessions.jsonl. The returned func stops its recorder
+// (after in-flight records).
+func mountGateway(srv *server.Server, fc *fileConfig, log *slog.Logger, dataDir string) (func(), error) {
 	vals, err := gatewayValues(fc, nil, nil)
 	if err != nil {
 		return nil, err
@@ -47,6 +49,9 @@ func mountGateway(srv *server.Server, fc *fileConfig, log *slog.Logger) (func(),
 	// the MCP proxy, recording and pinning in-process.
 	mp := mcp.NewProxy(mcpProxyConfig(fc, srv, log))
 	opts.MCP = mp
+	if dataDir != "" {
+		opts.SessionFile = filepath.Join(dataDir, "gateway-sessions.jsonl")
+	}
 	gw, err := gateway.New(opts)
 	if err != nil {
 		mp.Close(context.Background())
@@ -54,9 +59,11 @@ func mountGateway(srv *server.Server, fc *fileConfig, log *slog.Logger) (func(),
 		return nil, err
 	}
 	srv.Mount(gateway.Prefix, gw)
+	stopWatch := watchGlobal(gw, fc, vals, srv.Rules())
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			stopWatch()
 			gw.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			mp.Close(ctx)
@@ -74,8 +81,9 @@ func runGateway(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			"and send their Vigil key in Invariant-Authorization: Bearer KEY. Rules are fetched with the\n"+
 			"caller's key, cached and kept fresh by the server's change feed, and evaluated here; calls\n"+
 			"are recorded through the push API, spooled under <data-dir>/spool when the server is\n"+
-			"unreachable, and replayed at the next start. Settings: flags > VIGIL_GATEWAY_* > the\n"+
-			"config file's gateway section > defaults.", stderr)
+			"unreachable, and replayed at the next start. Global rule files reload when they change\n"+
+			"or on SIGHUP. Settings: flags > VIGIL_GATEWAY_* > the config file's gateway section >\n"+
+			"defaults.", stderr)
 	fc, err := loadConfig(configFlag(args))
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -83,7 +91,7 @@ func runGateway(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.String("config", "", "configuration file (env VIGIL_CONFIG)")
 	listen := fs.String("listen", envOr("VIGIL_GATEWAY_LISTEN", cmp.Or(fc.Gateway.Listen, "127.0.0.1:8005")), "listen address (env VIGIL_GATEWAY_LISTEN; config gateway.listen)")
 	storeURL := fs.String("store-url", envOr("VIGIL_GATEWAY_STORE_URL", fc.Gateway.StoreURL), "the Vigil server (env VIGIL_GATEWAY_STORE_URL; config gateway.store_url)")
-	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: the spool lives in <data-dir>/spool (default ~/.vigil)")
+	dataDir := fs.String("data-dir", envOr("VIGIL_DATA_DIR", fc.DataDir), "data directory: the spool lives in <data-dir>/spool, the session index in <data-dir>/gateway-sessions.jsonl (default ~/.vigil)")
 	logLevel := fs.String("log-level", envOr("VIGIL_LOG_LEVEL", cmp.Or(fc.Log.Level.Value, "info")), "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", envOr("VIGIL_LOG_FORMAT", cmp.Or(fc.Log.Format.Value, "text")), "log format: text or json")
 	flags := addGatewayFlags(fs)
@@ -136,12 +144,14 @@ func runGateway(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	defer mb.Close()
 	mp := mcp.NewProxy(mcpProxyConfigWith(fc, mb, log))
 	opts.MCP = mp
+	opts.SessionFile = filepath.Join(*dataDir, "gateway-sessions.jsonl")
 	gw, err := gateway.New(opts)
 	if err != nil {
 		mp.Close(context.Background())
 		rec.Close()
 		return fmt.Errorf("gateway: %w", err)
 	}
+	defer watchGlobal(gw, fc, vals, comp)()
 	mux := http.NewServeMux()
 	mux.Handle(gateway.Prefix, gw)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"status": "ok"}`)) })

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vigilhq/vigil/gateway"
@@ -216,6 +219,7 @@ func gatewayOptions(fc *fileConfig, vals map[string]string, comp gateway.Compile
 		Keepalive: dur("stream.keepalive"), OverheadComment: vals["stream.overhead_comment"] == "true"}
 	o.SessionStitching = vals["session_stitching"]
 	o.SessionIdle = dur("session_idle_timeout")
+	o.SessionScope = vals["session_guardrail_scope"]
 	ro.QueueSize = integer("record.queue_size")
 	ro.Block = vals["record.on_full"] == "block"
 	if err != nil {
@@ -237,43 +241,8 @@ func gatewayOptions(fc *fileConfig, vals map[string]string, comp gateway.Compile
 	}
 	// Global guardrails (spec §5): validated at start; an invalid one
 	// stops the process.
-	if f := vals["guardrails_file"]; f != "" {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			return o, ro, errAt("guardrails_file", err)
-		}
-		p, err := comp.Load(string(src))
-		if err != nil {
-			return o, ro, errAt("guardrails_file", fmt.Errorf("%s: %w", f, err))
-		}
-		o.Global = append(o.Global, &gateway.Guardrail{ID: gateway.FileRuleID, Name: gateway.FileRuleName, Content: string(src), Action: "block", Policy: p})
-	}
-	for i, r := range fc.Gateway.GlobalGuardrails {
-		key := fmt.Sprintf("global_guardrails[%d]", i)
-		src := r.Content
-		if r.File != "" {
-			b, err := os.ReadFile(r.File)
-			if err != nil {
-				return o, ro, errAt(key, err)
-			}
-			src = string(b)
-		}
-		if src == "" {
-			return o, ro, errAt(key, fmt.Errorf("content or file is required"))
-		}
-		p, err := comp.Load(src)
-		if err != nil {
-			return o, ro, errAt(key, err)
-		}
-		action := r.Action.Value
-		if action == "" {
-			action = "block"
-		}
-		name := r.Name
-		if name == "" {
-			name = "global guardrail " + strconv.Itoa(i)
-		}
-		o.Global = append(o.Global, &gateway.Guardrail{ID: "global-" + strconv.Itoa(i), Name: name, Content: src, Action: action, Policy: p})
+	if o.Global, _, err = globalGuardrails(fc, vals, comp); err != nil {
+		return o, ro, err
 	}
 	return o, ro, nil
 }
@@ -287,3 +256,79 @@ func (policyCompiler) Load(src string) (*policy.Policy, error) {
 
 // spoolDir is the standalone gateway's spool directory.
 func spoolDir(dataDir string) string { return filepath.Join(dataDir, "spool") }
+
+// globalGuardrails compiles the global guardrails (gateway.guardrails_file
+// and gateway.global_guardrails) and returns them with the files they
+// were read from, which reload live.
+func globalGuardrails(fc *fileConfig, vals map[string]string, comp gateway.Compiler) ([]*gateway.Guardrail, []string, error) {
+	var out []*gateway.Guardrail
+	var files []string
+	errAt := func(key string, e error) error { return fmt.Errorf("gateway.%s: %w", key, e) }
+	if f := vals["guardrails_file"]; f != "" {
+		files = append(files, f)
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, errAt("guardrails_file", err)
+		}
+		p, err := comp.Load(string(src))
+		if err != nil {
+			return nil, nil, errAt("guardrails_file", fmt.Errorf("%s: %w", f, err))
+		}
+		out = append(out, &gateway.Guardrail{ID: gateway.FileRuleID, Name: gateway.FileRuleName, Content: string(src), Action: "block", Policy: p})
+	}
+	for i, r := range fc.Gateway.GlobalGuardrails {
+		key := fmt.Sprintf("global_guardrails[%d]", i)
+		src := r.Content
+		if r.File != "" {
+			files = append(files, r.File)
+			b, err := os.ReadFile(r.File)
+			if err != nil {
+				return nil, nil, errAt(key, err)
+			}
+			src = string(b)
+		}
+		if src == "" {
+			return nil, nil, errAt(key, fmt.Errorf("content or file is required"))
+		}
+		p, err := comp.Load(src)
+		if err != nil {
+			if r.File != "" {
+				err = fmt.Errorf("%s: %w", r.File, err)
+			}
+			return nil, nil, errAt(key, err)
+		}
+		action := r.Action.Value
+		if action == "" {
+			action = "block"
+		}
+		name := r.Name
+		if name == "" {
+			name = "global guardrail " + strconv.Itoa(i)
+		}
+		out = append(out, &gateway.Guardrail{ID: "global-" + strconv.Itoa(i), Name: name, Content: src, Action: action, Severity: r.Severity, Policy: p})
+	}
+	return out, files, nil
+}
+
+// globalReloadInterval is how often global rule files are checked.
+const globalReloadInterval = 2 * time.Second
+
+// watchGlobal reloads gw's global guardrails when their files change or
+// the process gets SIGHUP, until the returned func is called.
+func watchGlobal(gw *gateway.Gateway, fc *fileConfig, vals map[string]string, comp gateway.Compiler) func() {
+	_, files, err := globalGuardrails(fc, vals, comp)
+	if err != nil {
+		files = nil
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(context.Background())
+	gw.WatchGlobal(ctx, files, globalReloadInterval, hup, func() ([]*gateway.Guardrail, error) {
+		gs, _, err := globalGuardrails(fc, vals, comp)
+		return gs, err
+	})
+	return func() {
+		signal.Stop(hup)
+		cancel()
+	}
+}

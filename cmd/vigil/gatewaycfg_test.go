@@ -123,3 +123,40 @@ func TestGatewayOptions(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestGatewayGlobalFiles: the global rules' files are the ones watched
+// for live reload, and a file that stops compiling is named in the error
+// the reload logs.
+func TestGatewayGlobalFiles(t *testing.T) {
+	dir := t.TempDir()
+	compat := filepath.Join(dir, "compat.gr")
+	listed := filepath.Join(dir, "listed.gr")
+	rule := "raise \"x\" if:\n    (msg: Message)\n    \"x\" in msg.content\n"
+	for _, f := range []string{compat, listed} {
+		if err := os.WriteFile(f, []byte(rule), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := "gateway:\n  global_guardrails:\n    - name: inline\n      content: |\n        raise \"y\" if:\n            (msg: Message)\n            \"y\" in msg.content\n    - {name: listed, file: " + listed + ", severity: critical}\n"
+	var fc fileConfig
+	if err := decodeConfig([]byte(file), &fc); err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]string{"guardrails_file": compat}
+	gs, files, err := globalGuardrails(&fc, vals, policyCompiler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs) != 3 || gs[2].Severity != "critical" || gs[2].Name != "listed" {
+		t.Errorf("guardrails %+v", gs)
+	}
+	if strings.Join(files, " ") != compat+" "+listed {
+		t.Errorf("files %v", files)
+	}
+	if err := os.WriteFile(listed, []byte("raise \"x\" if:\n    (msg: Message\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := globalGuardrails(&fc, vals, policyCompiler{}); err == nil || !strings.Contains(err.Error(), "gateway.global_guardrails[1]: "+listed) {
+		t.Errorf("err %v", err)
+	}
+}

@@ -190,7 +190,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	stopGateway, err := mountGateway(srv, fc, log)
+	stopGateway, err := mountGateway(srv, fc, log, *dataDir)
 	if err != nil {
 		srv.Close()
 		return fmt.Errorf("serve: %w", err)
