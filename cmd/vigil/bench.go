@@ -252,17 +252,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(&summary, "| target | p50 ms | p90 ms | p99 ms | max ms | added p50 | added p90 | added p99 | errors |\n|---|---|---|---|---|---|---|---|---|\n")
 	d := totals(all["direct"])
 	for _, t := range targets {
-		x := totals(all[t.name])
-		v := map[string]float64{"p50_ms": pct(x, 50), "p90_ms": pct(x, 90), "p99_ms": pct(x, 99), "max_ms": pct(x, 100),
-			"added_p50_ms": pct(x, 50) - pct(d, 50), "added_p90_ms": pct(x, 90) - pct(d, 90), "added_p99_ms": pct(x, 99) - pct(d, 99),
-			"errors": float64(errs(all[t.name]))}
-		var added []float64
-		for i := range roundP50[t.name] {
-			added = append(added, roundP50[t.name][i]-roundP50["direct"][i])
-		}
-		slices.Sort(added)
-		v["round_added_p50_median_ms"] = pctSorted(added, 50)
-		v["round_added_p50_iqr_ms"] = pctSorted(added, 75) - pctSorted(added, 25)
+		v := c1Stats(all, roundP50, t.name)
 		if *stream {
 			tt, gg := ttfbs(all[t.name]), gapsOf(all[t.name])
 			dt, dg := ttfbs(all["direct"]), gapsOf(all["direct"])
@@ -587,4 +577,22 @@ func appendResults(path string, rs []BenchResult) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// c1Stats are the concurrency-1 figures of target name against "direct":
+// percentiles of all its samples, the added latency at each, errors, and
+// the median and IQR over rounds of the added p50 (spec §11, measurement 1).
+func c1Stats(all map[string][]sample, roundP50 map[string][]float64, name string) map[string]float64 {
+	x, d := totals(all[name]), totals(all["direct"])
+	v := map[string]float64{"p50_ms": pct(x, 50), "p90_ms": pct(x, 90), "p99_ms": pct(x, 99), "max_ms": pct(x, 100),
+		"added_p50_ms": pct(x, 50) - pct(d, 50), "added_p90_ms": pct(x, 90) - pct(d, 90), "added_p99_ms": pct(x, 99) - pct(d, 99),
+		"errors": float64(errs(all[name]))}
+	var added []float64
+	for i := range roundP50[name] {
+		added = append(added, roundP50[name][i]-roundP50["direct"][i])
+	}
+	slices.Sort(added)
+	v["round_added_p50_median_ms"] = pctSorted(added, 50)
+	v["round_added_p50_iqr_ms"] = pctSorted(added, 75) - pctSorted(added, 25)
+	return v
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,17 +281,7 @@ func benchMCP(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(&summary, "| target | p50 µs | p90 µs | p99 µs | max µs | added p50 µs | added p99 µs | errors |\n|---|---|---|---|---|---|---|---|\n")
 	d := totals(all["direct"])
 	for _, t := range targets {
-		x := totals(all[t.name])
-		v := map[string]float64{"p50_ms": pct(x, 50), "p90_ms": pct(x, 90), "p99_ms": pct(x, 99), "max_ms": pct(x, 100),
-			"added_p50_ms": pct(x, 50) - pct(d, 50), "added_p90_ms": pct(x, 90) - pct(d, 90), "added_p99_ms": pct(x, 99) - pct(d, 99),
-			"errors": float64(errs(all[t.name]))}
-		var added []float64
-		for i := range roundP50[t.name] {
-			added = append(added, roundP50[t.name][i]-roundP50["direct"][i])
-		}
-		slices.Sort(added)
-		v["round_added_p50_median_ms"] = pctSorted(added, 50)
-		v["round_added_p50_iqr_ms"] = pctSorted(added, 75) - pctSorted(added, 25)
+		v := c1Stats(all, roundP50, t.name)
 		if t.name == "gateway" {
 			if acc, ok := headerAccuracy(all["gateway"], pct(d, 50)); ok {
 				v["overhead_header_mean_abs_diff_ms"] = acc
