@@ -35,11 +35,12 @@ func init() {
 }
 
 func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	usage := "Usage: vigil bench mock|proxy|run|mcp [flags]\n\n" +
+	usage := "Usage: vigil bench mock|proxy|run|mcp|gate [flags]\n\n" +
 		"  mock   serve the mock upstream (OpenAI, Anthropic, Gemini; streaming and not; an MCP server)\n" +
 		"  proxy  serve a plain httputil.ReverseProxy in front of an upstream (the floor)\n" +
 		"  run    measure direct, floor and gateway URLs; write bench-results.json and a summary\n" +
-		"  mcp    measure MCP tools/call direct and through Vigil (M1 stdio, M2 streamable HTTP)\n"
+		"  mcp    measure MCP tools/call direct and through Vigil (M1 stdio, M2 streamable HTTP)\n" +
+		"  gate   compare a results file with a stored baseline; exit 1 on a regression (CI)\n"
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {
@@ -56,6 +57,8 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return benchRun(ctx, args[1:], stdout, stderr)
 	case "mcp":
 		return benchMCP(ctx, args[1:], stdout, stderr)
+	case "gate":
+		return benchGate(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return exitCode(2, "bench: unknown subcommand "+args[0])
