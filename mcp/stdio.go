@@ -51,19 +51,34 @@ func ChildEnv(env []string) []string {
 	return out
 }
 
-// lockedWriter serialises whole lines written by both directions.
+// lockedWriter serialises whole lines written by both directions. Each
+// line goes out in one write, its newline included, so the reader wakes
+// up once per message.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
 }
+
+// maxKeptLine is the largest line buffer a lockedWriter keeps for reuse.
+const maxKeptLine = 1 << 20
 
 func (l *lockedWriter) writeLine(b []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.w.Write(b); err != nil {
-		return err
+	return writeLineBuf(l.w, &l.buf, b)
+}
+
+// writeLineBuf writes b and a newline to w in one write, through the
+// reusable buffer *buf.
+func writeLineBuf(w io.Writer, buf *[]byte, b []byte) error {
+	line := append(append((*buf)[:0], b...), '\n')
+	_, err := w.Write(line)
+	if cap(line) <= maxKeptLine {
+		*buf = line[:0]
+	} else {
+		*buf = nil
 	}
-	_, err := l.w.Write([]byte{'\n'})
 	return err
 }
 
@@ -141,7 +156,7 @@ func RunStdio(ctx context.Context, cfg StdioConfig) (int, error) {
 	// Client → server.
 	go func() {
 		rd := bufio.NewReaderSize(stdin, 64<<10)
-		var inMu sync.Mutex
+		var wbuf []byte
 		for {
 			line, tooLong, err := readLine(rd, MaxMessageBytes)
 			if tooLong {
@@ -153,10 +168,7 @@ func RunStdio(ctx context.Context, cfg StdioConfig) (int, error) {
 					_ = out.writeLine(reply)
 				}
 				if fwd != nil {
-					inMu.Lock()
-					_, werr := childIn.Write(append(fwd, '\n'))
-					inMu.Unlock()
-					if werr != nil {
+					if werr := writeLineBuf(childIn, &wbuf, fwd); werr != nil {
 						log.Warn("mcp: write to the server failed", "err", werr)
 					}
 				}
