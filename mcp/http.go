@@ -81,6 +81,7 @@ type Proxy struct {
 	cfg     ProxyConfig
 	log     *slog.Logger
 	hc      *http.Client
+	up      *upstreamPool // POSTs to http:// upstreams; nil with ProxyConfig.Client
 	servers map[string]ServerConfig
 
 	mu        sync.Mutex
@@ -105,6 +106,7 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	if p.hc == nil {
+		p.up = newUpstreamPool()
 		p.hc = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true}}
 	}
 	if len(p.cfg.AllowedUpstreamHosts) == 0 {
@@ -125,6 +127,9 @@ func (p *Proxy) Close(ctx context.Context) {
 	}
 	p.sessions = map[string]*proxySession{}
 	p.mu.Unlock()
+	if p.up != nil {
+		p.up.close()
+	}
 	for _, s := range list {
 		s.sess.Close(ctx)
 	}
@@ -517,14 +522,8 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, ou
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstream, bytes.NewReader(fwd))
-	if err != nil {
-		rpcError(w, http.StatusBadGateway, codeInternalError, "bad upstream URL: "+err.Error())
-		return
-	}
-	req.Header = out
 	tm.upStart = time.Now()
-	resp, err := p.hc.Do(req)
+	resp, err := p.send(ctx, upstream, out, fwd)
 	tm.upEnd = time.Now()
 	if err != nil {
 		tm.set(w.Header())
@@ -594,6 +593,25 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, ou
 		w.WriteHeader(resp.StatusCode)
 		_, _ = io.Copy(w, resp.Body)
 	}
+}
+
+// send POSTs body to the upstream: over the proxy's own connection pool
+// for an http:// upstream (unless ProxyConfig.Client is set), else with
+// the http.Client.
+func (p *Proxy) send(ctx context.Context, upstream string, h http.Header, body []byte) (*http.Response, error) {
+	if p.up != nil && strings.HasPrefix(upstream, "http://") {
+		u, err := url.Parse(upstream)
+		if err != nil {
+			return nil, fmt.Errorf("bad upstream URL: %w", err)
+		}
+		return p.up.post(ctx, u, h, body)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstream, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("bad upstream URL: %w", err)
+	}
+	req.Header = h
+	return p.hc.Do(req)
 }
 
 // mergeReplies appends Vigil's own replies to an upstream JSON answer.
