@@ -221,11 +221,14 @@ func (p *upstreamPool) roundTrip(ctx context.Context, uc *upConn, u *url.URL, h 
 		}
 		return fail(fmt.Errorf("upstream request: %w", err))
 	}
-	resp, err := http.ReadResponse(uc.br, &http.Request{Method: http.MethodPost, URL: u})
-	if err != nil {
-		if reused && (err == io.EOF || errors.Is(err, syscall.ECONNRESET)) && uc.br.Buffered() == 0 {
+	if _, err := uc.br.Peek(1); err != nil {
+		if reused && (err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {
 			return fail(errStaleConn)
 		}
+		return fail(fmt.Errorf("upstream answer: %w", err))
+	}
+	resp, err := http.ReadResponse(uc.br, &http.Request{Method: http.MethodPost, URL: u})
+	if err != nil {
 		return fail(fmt.Errorf("upstream answer: %w", err))
 	}
 	resp.Body = &upBody{rc: resp.Body, uc: uc, pool: p, stop: stop, keep: !resp.Close, empty: resp.ContentLength == 0}
