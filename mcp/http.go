@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/vigilhq/vigil/server"
 )
@@ -324,8 +325,9 @@ func vigilKey(r *http.Request) (key, fwdAuth string) {
 
 // stripHeaders removes what is never forwarded (§3.4).
 func stripHeaders(h http.Header) {
+	var buf [64]byte
 	for k := range h {
-		lk := strings.ToLower(k)
+		lk := lowerKey(buf[:0], k)
 		switch {
 		case lk == "connection", lk == "keep-alive", strings.HasPrefix(lk, "proxy-"), lk == "te", lk == "trailer",
 			lk == "transfer-encoding", lk == "upgrade", lk == "host", lk == "content-length", lk == "accept-encoding",
@@ -334,6 +336,20 @@ func stripHeaders(h http.Header) {
 			h.Del(k)
 		}
 	}
+}
+
+// lowerKey is the lower case of header name k, in buf when it fits
+// (header names are ASCII tokens; the result is only compared, never
+// kept).
+func lowerKey(buf []byte, k string) string {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf = append(buf, c)
+	}
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
 // session finds or starts the session of a request: by Mcp-Session-Id,
@@ -633,8 +649,9 @@ func mergeReplies(upstream, own []byte) []byte {
 }
 
 func copyResponseHeaders(dst, src http.Header) {
+	var buf [64]byte
 	for k, vs := range src {
-		lk := strings.ToLower(k)
+		lk := lowerKey(buf[:0], k)
 		if lk == "connection" || lk == "keep-alive" || lk == "transfer-encoding" || lk == "trailer" || lk == "upgrade" || strings.HasPrefix(lk, "proxy-") || lk == "content-length" || lk == "content-encoding" {
 			continue
 		}
@@ -769,12 +786,20 @@ func writeSSE(w io.Writer, ev sseEvent) {
 	}
 }
 
+// sseReaders are the line readers of relaySSE, reused across requests.
+var sseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+
 // relaySSE parses the upstream's event stream incrementally and relays
 // each event, passing its data (one JSON-RPC message) through the
 // session: answers to intercepted requests are checked and replaced in
 // place (the SSE id is kept); everything else passes at once.
 func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, body io.Reader, sess *Session, tm *timing) {
-	rd := bufio.NewReaderSize(body, 4<<10)
+	rd := sseReaders.Get().(*bufio.Reader)
+	rd.Reset(body)
+	defer func() {
+		rd.Reset(nil)
+		sseReaders.Put(rd)
+	}()
 	var ev sseEvent
 	var data [][]byte
 	for {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -137,8 +136,9 @@ func appendRequest(b []byte, u *url.URL, h http.Header, body []byte) []byte {
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, u.Host...)
 	b = append(b, "\r\n"...)
+	var kb [64]byte
 	for k, vs := range h {
-		switch strings.ToLower(k) {
+		switch lowerKey(kb[:0], k) {
 		case "host", "content-length", "connection", "transfer-encoding", "trailer", "te", "upgrade", "keep-alive":
 			continue
 		}
