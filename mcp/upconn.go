@@ -139,7 +139,7 @@ func appendRequest(b []byte, u *url.URL, h http.Header, body []byte) []byte {
 	var kb [64]byte
 	for k, vs := range h {
 		switch lowerKey(kb[:0], k) {
-		case "host", "content-length", "connection", "transfer-encoding", "trailer", "te", "upgrade", "keep-alive":
+		case "host", "content-length", "connection", "transfer-encoding", "trailer", "te", "upgrade", "keep-alive", "expect":
 			continue
 		}
 		if !validHeaderName(k) {
@@ -227,7 +227,12 @@ func (p *upstreamPool) roundTrip(ctx context.Context, uc *upConn, u *url.URL, h 
 		}
 		return fail(fmt.Errorf("upstream answer: %w", err))
 	}
-	resp, err := http.ReadResponse(uc.br, &http.Request{Method: http.MethodPost, URL: u})
+	req := &http.Request{Method: http.MethodPost, URL: u}
+	resp, err := http.ReadResponse(uc.br, req)
+	// Informational answers (103 Early Hints) precede the real one.
+	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+		resp, err = http.ReadResponse(uc.br, req)
+	}
 	if err != nil {
 		return fail(fmt.Errorf("upstream answer: %w", err))
 	}

@@ -87,6 +87,29 @@ func TestUpstreamPoolReusesConnections(t *testing.T) {
 	}
 }
 
+func TestUpstreamPoolSkipsInformationalAnswers(t *testing.T) {
+	srv, _ := upServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Expect") != "" {
+			http.Error(w, "Expect forwarded", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Link", "</x>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		_, _ = io.WriteString(w, "final")
+	})
+	p := newUpstreamPool()
+	defer p.close()
+	resp, err := p.post(context.Background(), mustURL(t, srv.URL+"/"), http.Header{"Expect": {"100-continue"}}, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "final" {
+		t.Fatalf("status %d, body %q", resp.StatusCode, b)
+	}
+}
+
 func TestUpstreamPoolRetriesStaleConnection(t *testing.T) {
 	srv, conns := upServer(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
