@@ -25,23 +25,65 @@ func marshal(v map[string]any) json.RawMessage {
 	return b
 }
 
+// The events built on every tools/call are encoded from structs, whose
+// fields are in the sorted key order of the map encoding the other
+// events use, so the bytes are the same (events_test.go checks it)
+// without the map's allocations and key sorting.
+type (
+	callEventJSON struct {
+		Content   string          `json:"content"`
+		Role      string          `json:"role"`
+		Timestamp string          `json:"timestamp"`
+		ToolCalls [1]toolCallJSON `json:"tool_calls"`
+	}
+	toolCallJSON struct {
+		Function struct {
+			Arguments json.RawMessage `json:"arguments"`
+			Name      string          `json:"name"`
+		} `json:"function"`
+		ID   string `json:"id"`
+		Type string `json:"type"`
+	}
+	resultEventJSON struct {
+		Content           json.RawMessage `json:"content"`
+		Error             bool            `json:"error,omitempty"`
+		Role              string          `json:"role"`
+		StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+		Timestamp         string          `json:"timestamp"`
+		ToolCallID        string          `json:"tool_call_id"`
+	}
+)
+
 func callEvent(callID, name string, args json.RawMessage) json.RawMessage {
+	ev := callEventJSON{Role: "assistant", Timestamp: now()}
+	tc := &ev.ToolCalls[0]
+	tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments = callID, "function", name, args
+	if b, err := json.Marshal(&ev); err == nil {
+		return b
+	}
 	return marshal(map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
-		"id": callID, "type": "function", "function": map[string]any{"name": name, "arguments": args}}}, "timestamp": now()})
+		"id": callID, "type": "function", "function": map[string]any{"name": name, "arguments": args}}}, "timestamp": ev.Timestamp})
 }
 
 func resultEvent(callID string, content json.RawMessage, isError bool, structured json.RawMessage) json.RawMessage {
 	if len(content) == 0 || string(content) == "null" {
 		content = json.RawMessage("[]")
 	}
-	ev := map[string]any{"role": "tool", "tool_call_id": callID, "content": content, "timestamp": now()}
-	if isError {
-		ev["error"] = true
-	}
+	ev := resultEventJSON{Content: content, Error: isError, Role: "tool", Timestamp: now(), ToolCallID: callID}
 	if len(structured) > 0 && string(structured) != "null" {
-		ev["structuredContent"] = structured
+		ev.StructuredContent = structured
 	}
-	return marshal(ev)
+	if b, err := json.Marshal(&ev); err == nil {
+		return b
+	}
+	m := map[string]any{"role": "tool", "tool_call_id": callID, "content": content, "timestamp": ev.Timestamp}
+	if isError {
+		m["error"] = true
+	}
+	if ev.StructuredContent != nil {
+		m["structuredContent"] = structured
+	}
+	return marshal(m)
 }
 
 func outputEvent(callID, text string, isError bool) json.RawMessage {

@@ -136,7 +136,9 @@ type ruleMonitor struct {
 // followed by the pending ones in pending mode: only violations whose
 // binding holds a pending event are reported (each once per session).
 // An evaluation failure is an error object of its own unless FailOpen.
-func (g *Guard) check(ctx context.Context, ms *monitors, rules []*Rule, recorded, pending []json.RawMessage, params map[string]any) []GuardError {
+// params gives the rules' input parameters; it is called only when a
+// rule's monitor is created (the first check of the session).
+func (g *Guard) check(ctx context.Context, ms *monitors, rules []*Rule, recorded, pending []json.RawMessage, params func() map[string]any) []GuardError {
 	if g == nil {
 		return nil
 	}
@@ -187,7 +189,7 @@ func (g *Guard) check(ctx context.Context, ms *monitors, rules []*Rule, recorded
 	for _, r := range rules {
 		rm := ms.mons[r]
 		if rm == nil || rm.n > from {
-			m, err := r.Policy.NewMonitor(params)
+			m, err := r.Policy.NewMonitor(params())
 			if err != nil {
 				if f := fail(err.Error()); f != nil {
 					return f

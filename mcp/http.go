@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/vigilhq/vigil/server"
 )
@@ -81,6 +82,7 @@ type Proxy struct {
 	cfg     ProxyConfig
 	log     *slog.Logger
 	hc      *http.Client
+	up      *upstreamPool // POSTs to http:// upstreams; nil with ProxyConfig.Client
 	servers map[string]ServerConfig
 
 	mu        sync.Mutex
@@ -105,6 +107,7 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	if p.hc == nil {
+		p.up = newUpstreamPool()
 		p.hc = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true}}
 	}
 	if len(p.cfg.AllowedUpstreamHosts) == 0 {
@@ -125,6 +128,9 @@ func (p *Proxy) Close(ctx context.Context) {
 	}
 	p.sessions = map[string]*proxySession{}
 	p.mu.Unlock()
+	if p.up != nil {
+		p.up.close()
+	}
 	for _, s := range list {
 		s.sess.Close(ctx)
 	}
@@ -319,8 +325,9 @@ func vigilKey(r *http.Request) (key, fwdAuth string) {
 
 // stripHeaders removes what is never forwarded (§3.4).
 func stripHeaders(h http.Header) {
+	var buf [64]byte
 	for k := range h {
-		lk := strings.ToLower(k)
+		lk := lowerKey(buf[:0], k)
 		switch {
 		case lk == "connection", lk == "keep-alive", strings.HasPrefix(lk, "proxy-"), lk == "te", lk == "trailer",
 			lk == "transfer-encoding", lk == "upgrade", lk == "host", lk == "content-length", lk == "accept-encoding",
@@ -329,6 +336,20 @@ func stripHeaders(h http.Header) {
 			h.Del(k)
 		}
 	}
+}
+
+// lowerKey is the lower case of header name k, in buf when it fits
+// (header names are ASCII tokens; the result is only compared, never
+// kept).
+func lowerKey(buf []byte, k string) string {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf = append(buf, c)
+	}
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
 // session finds or starts the session of a request: by Mcp-Session-Id,
@@ -517,14 +538,8 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, ou
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstream, bytes.NewReader(fwd))
-	if err != nil {
-		rpcError(w, http.StatusBadGateway, codeInternalError, "bad upstream URL: "+err.Error())
-		return
-	}
-	req.Header = out
 	tm.upStart = time.Now()
-	resp, err := p.hc.Do(req)
+	resp, err := p.send(ctx, upstream, out, fwd)
 	tm.upEnd = time.Now()
 	if err != nil {
 		tm.set(w.Header())
@@ -596,6 +611,25 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, upstream string, ou
 	}
 }
 
+// send POSTs body to the upstream: over the proxy's own connection pool
+// for an http:// upstream (unless ProxyConfig.Client is set), else with
+// the http.Client.
+func (p *Proxy) send(ctx context.Context, upstream string, h http.Header, body []byte) (*http.Response, error) {
+	if p.up != nil && strings.HasPrefix(upstream, "http://") {
+		u, err := url.Parse(upstream)
+		if err != nil {
+			return nil, fmt.Errorf("bad upstream URL: %w", err)
+		}
+		return p.up.post(ctx, u, h, body)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstream, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("bad upstream URL: %w", err)
+	}
+	req.Header = h
+	return p.hc.Do(req)
+}
+
 // mergeReplies appends Vigil's own replies to an upstream JSON answer.
 func mergeReplies(upstream, own []byte) []byte {
 	var list [][]byte
@@ -615,8 +649,9 @@ func mergeReplies(upstream, own []byte) []byte {
 }
 
 func copyResponseHeaders(dst, src http.Header) {
+	var buf [64]byte
 	for k, vs := range src {
-		lk := strings.ToLower(k)
+		lk := lowerKey(buf[:0], k)
 		if lk == "connection" || lk == "keep-alive" || lk == "transfer-encoding" || lk == "trailer" || lk == "upgrade" || strings.HasPrefix(lk, "proxy-") || lk == "content-length" || lk == "content-encoding" {
 			continue
 		}
@@ -751,12 +786,20 @@ func writeSSE(w io.Writer, ev sseEvent) {
 	}
 }
 
+// sseReaders are the line readers of relaySSE, reused across requests.
+var sseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+
 // relaySSE parses the upstream's event stream incrementally and relays
 // each event, passing its data (one JSON-RPC message) through the
 // session: answers to intercepted requests are checked and replaced in
 // place (the SSE id is kept); everything else passes at once.
 func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, body io.Reader, sess *Session, tm *timing) {
-	rd := bufio.NewReaderSize(body, 4<<10)
+	rd := sseReaders.Get().(*bufio.Reader)
+	rd.Reset(body)
+	defer func() {
+		rd.Reset(nil)
+		sseReaders.Put(rd)
+	}()
 	var ev sseEvent
 	var data [][]byte
 	for {

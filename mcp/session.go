@@ -319,7 +319,7 @@ func (s *Session) checkPending(ctx context.Context, pending ...json.RawMessage) 
 	}
 	recorded := s.events[:len(s.events):len(s.events)]
 	s.mu.Unlock()
-	return s.opt.Guard.check(ctx, &s.mons, rules, recorded, pending, s.params())
+	return s.opt.Guard.check(ctx, &s.mons, rules, recorded, pending, s.params)
 }
 
 func (s *Session) params() map[string]any {
@@ -752,7 +752,7 @@ func (s *Session) toolsList(ctx context.Context, m *message) []byte {
 		last := s.events[outIdx : outIdx+1 : outIdx+1]
 		s.mu.Unlock()
 		// The list output is the pending event.
-		errs = s.opt.Guard.check(ctx, &s.mons, rules, recorded, last, s.params())
+		errs = s.opt.Guard.check(ctx, &s.mons, rules, recorded, last, s.params)
 		s.checkMu.Unlock()
 	}
 	if len(errs) > 0 {
