@@ -65,7 +65,7 @@ func (m *Model) Append(evs []*trace.Event) {
 			idx := len(m.Events)
 			msg := &builtin.Message{Role: e.Role}
 			m.base(&msg.EventBase, idx, e.Metadata, e.Server)
-			msg.Content = content(e.Content, msg.At)
+			msg.Content = content(e, msg.At)
 			msg.CallsNull = e.NullToolCalls
 			builtin.LocateContent(msg)
 			m.Events = append(m.Events, msg)
@@ -87,10 +87,10 @@ func (m *Model) Append(evs []*trace.Event) {
 			idx := len(m.Events)
 			out := &builtin.ToolOutput{Role: e.Role}
 			m.base(&out.EventBase, idx, e.Metadata, e.Server)
-			out.Content = content(e.Content, out.At)
+			out.Content = content(e, out.At)
 			if e.HasToolCallID {
 				if e.ToolCallID != nil {
-					out.ToolCallID = *e.ToolCallID
+					out.ToolCallID = boxed(e.Object(), "tool_call_id", *e.ToolCallID)
 				}
 			} else if n := len(m.calls); n > 0 {
 				out.ToolCallID = m.calls[n-1].ID
@@ -148,7 +148,7 @@ func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int)
 		tc.Path.SetIndex(calls, i)
 	}
 	if c.ID != nil {
-		tc.ID = *c.ID
+		tc.ID = boxed(c.Raw, "id", *c.ID)
 	}
 	fn := &a.fn
 	fn.Name = c.Function.Name
@@ -170,12 +170,25 @@ func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int)
 	return tc
 }
 
-// content converts the content of the event at ev (its path is built only
-// for chunked content, whose chunks need it).
-func content(c trace.Content, ev *builtin.Path) builtin.Value {
+// boxed returns s, the string member key of the stored object o, as a
+// Value: the decoder's own boxed value when o holds it, so that the model
+// does not box every content and id a second time.
+func boxed(o *trace.Object, key, s string) builtin.Value {
+	if v, ok := o.Get(key); ok {
+		if vs, ok := v.(string); ok && vs == s {
+			return v
+		}
+	}
+	return s
+}
+
+// content converts the content of the event e at ev (its path is built
+// only for chunked content, whose chunks need it).
+func content(e *trace.Event, ev *builtin.Path) builtin.Value {
+	c := e.Content
 	switch c.Kind {
 	case trace.ContentText:
-		return c.Text
+		return boxed(e.Object(), "content", c.Text)
 	case trace.ContentObject:
 		return value(c.Object)
 	case trace.ContentChunks:
