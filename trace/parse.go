@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -92,6 +93,17 @@ func (s *scanner) fail(off int, format string, args ...any) {
 // memory while any of them does.
 func ParseValue(data []byte) (Value, error) {
 	return parseValue(data, string(data))
+}
+
+// ParseValueOwned is ParseValue for a caller that hands data over: the
+// strings of the result point into data instead of a copy of it, which
+// saves copying the whole document. The caller must never modify data
+// afterwards (a request body read into a fresh buffer, for instance).
+func ParseValueOwned(data []byte) (Value, error) {
+	if len(data) == 0 {
+		return ParseValue(data)
+	}
+	return parseValue(data, unsafe.String(&data[0], len(data)))
 }
 
 // parseString is ParseValue of a string, without copying it.
@@ -363,6 +375,13 @@ func (s *scanner) str() (string, bool) {
 	i := start
 	ascii := true
 	for i < len(d) {
+		// skip 8 plain bytes at a time
+		for i+8 <= len(d) && plain8(binary.LittleEndian.Uint64(d[i:])) {
+			i += 8
+		}
+		if i >= len(d) {
+			break
+		}
 		c := d[i]
 		if c == '"' {
 			s.pos = i + 1
@@ -385,6 +404,17 @@ func (s *scanner) str() (string, bool) {
 	}
 	s.fail(s.pos, "unterminated string")
 	return "", false
+}
+
+// plain8 reports whether none of the 8 bytes of x is a quote, a
+// backslash, a control character or a non-ASCII byte: bytes str can skip.
+// (Each term sets the high bit of a byte that is one of those; a false
+// alarm only sends str to its byte-by-byte loop.)
+func plain8(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (lo * '"')
+	b := x ^ (lo * '\\')
+	return ((q-lo)&^q|(b-lo)&^b|(x-lo*0x20)|x)&hi == 0
 }
 
 func (s *scanner) slowStr(start int) (string, bool) {
