@@ -622,7 +622,7 @@ func jsonForm(v Value, withIndex bool) any {
 	JSONForm := func(v Value) any { return jsonForm(v, withIndex) }
 	meta := func(e *EventBase) any {
 		if withIndex {
-			return jsonForm(e.Metadata(), true)
+			return metadataForm(e)
 		}
 		if e.UserMetadata == nil {
 			return OrderedMap{}
@@ -663,7 +663,7 @@ func jsonForm(v Value, withIndex bool) any {
 		}
 		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_calls", calls}}
 	case *ToolCall:
-		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"id", x.ID}, {"type", x.Type}, {"function", JSONForm(x.Function)}}
+		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"id", x.ID}, {"type", typeForm(x.Type)}, {"function", JSONForm(x.Function)}}
 	case *Function:
 		return OrderedMap{{"name", x.Name}, {"arguments", JSONForm(x.Args())}}
 	case *ToolOutput:
@@ -692,6 +692,44 @@ func jsonForm(v Value, withIndex bool) any {
 		return Display(x)
 	}
 	return Display(v)
+}
+
+// metadataForm is jsonForm(e.Metadata(), true), the event's metadata with
+// its trace_idx, built without the intermediate Dict when Metadata has
+// not made it yet.
+func metadataForm(e *EventBase) any {
+	if e.metadata != nil {
+		return jsonForm(e.metadata, true)
+	}
+	u := e.UserMetadata
+	m := make(OrderedMap, 0, u.Len()+1)
+	idx := false
+	if u != nil {
+		for _, k := range u.Keys {
+			if k == "trace_idx" { // Metadata's Set replaces it in place
+				m = append(m, KV{k, int64(e.Index)})
+				idx = true
+				continue
+			}
+			m = append(m, KV{k, jsonForm(u.M[k], true)})
+		}
+	}
+	if !idx {
+		m = append(m, KV{"trace_idx", int64(e.Index)})
+	}
+	return m
+}
+
+// boxedFunction is the usual type of a tool call, boxed once.
+var boxedFunction any = "function"
+
+// typeForm is the JSON form of a tool call's type, without boxing the
+// usual "function" anew.
+func typeForm(t string) any {
+	if t == "function" {
+		return boxedFunction
+	}
+	return t
 }
 
 func jsonSeq(xs []Value) []any {

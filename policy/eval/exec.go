@@ -1,10 +1,12 @@
 package eval
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -738,7 +740,7 @@ func mergeExact(cur, s int) int {
 // toolSelect returns the values of type t (ToolCall or ToolOutput) whose
 // tool call is named name, in trace order (cached, extended on Append).
 func (m *Model) toolSelect(name, t string) []builtin.Value {
-	key := name + "\x00" + t
+	key := [2]string{name, t}
 	s := m.toolSel[key]
 	if s == nil {
 		s = &selection{}
@@ -840,7 +842,7 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 }
 
 func mergeHits(hits []hit) []Violation {
-	sort.SliceStable(hits, func(i, j int) bool { return lessOrder(hits[i].order, hits[j].order) })
+	slices.SortStableFunc(hits, func(a, b hit) int { return cmpOrder(a.order, b.order) })
 	var out []Violation
 	byKey := map[string]int{}
 	var marks [][]mark
@@ -859,13 +861,15 @@ func mergeHits(hits []hit) []Violation {
 	return out
 }
 
-func lessOrder(a, b []int) bool {
+// cmpOrder compares binding orders: element by element, then the shorter
+// first.
+func cmpOrder(a, b []int) int {
 	for i := 0; i < len(a) && i < len(b); i++ {
 		if a[i] != b[i] {
-			return a[i] < b[i]
+			return cmp.Compare(a[i], b[i])
 		}
 	}
-	return len(a) < len(b)
+	return cmp.Compare(len(a), len(b))
 }
 
 type sortedMark struct {
@@ -887,20 +891,14 @@ func renderRanges(ms []mark) []string {
 		}
 		sm[i] = sortedMark{ords: m.at.Ords(), m: m, s: string(b)}
 	}
-	sort.SliceStable(sm, func(i, j int) bool {
-		a, b := sm[i], sm[j]
-		for k := 0; k < len(a.ords) && k < len(b.ords); k++ {
-			if a.ords[k] != b.ords[k] {
-				return a.ords[k] < b.ords[k]
-			}
-		}
-		if len(a.ords) != len(b.ords) {
-			return len(a.ords) < len(b.ords)
+	slices.SortStableFunc(sm, func(a, b sortedMark) int {
+		if c := cmpOrder(a.ords, b.ords); c != 0 {
+			return c
 		}
 		if a.m.start != b.m.start {
-			return a.m.start < b.m.start
+			return cmp.Compare(a.m.start, b.m.start)
 		}
-		return a.m.end < b.m.end
+		return cmp.Compare(a.m.end, b.m.end)
 	})
 	out := []string{}
 	seen := map[string]bool{}

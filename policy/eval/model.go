@@ -26,8 +26,8 @@ type Model struct {
 	calls    []*builtin.ToolCall                 // every tool call, for linking outputs
 	callByID map[builtin.Value]*builtin.ToolCall // the most recent call with each id
 	sel      map[string]*selection
-	toolSel  map[string]*selection
-	byTool   map[string][]int // function name -> positions in Seq of calls (and outputs linked to them)
+	toolSel  map[[2]string]*selection // by function name and type name
+	byTool   map[string][]int         // function name -> positions in Seq of calls (and outputs linked to them)
 }
 
 // selection is the cached selection of one type name over the whole trace.
@@ -38,7 +38,7 @@ type selection struct {
 
 // NewModel normalises the elements of t (already decoded by trace.Decode).
 func NewModel(t *trace.Trace) *Model {
-	m := &Model{sel: map[string]*selection{}, toolSel: map[string]*selection{}, byTool: map[string][]int{}}
+	m := &Model{sel: map[string]*selection{}, toolSel: map[[2]string]*selection{}, byTool: map[string][]int{}}
 	if t != nil {
 		n, calls := len(t.Events), 0
 		for _, e := range t.Events {
