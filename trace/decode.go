@@ -192,6 +192,8 @@ func fromValue(v Value) (*Trace, pendingErrors) {
 		return nil, n.errs
 	}
 	t.Events = make([]*Event, len(events))
+	// the events of a whole trace live as long as it: one allocation
+	n.slab = make([]eventAlloc, len(events))
 	for i, ev := range events {
 		n.path = append(n.path[:0], pathElem{index: i})
 		t.Events[i] = n.event(ev)
@@ -208,6 +210,8 @@ type normalizer struct {
 	errs  pendingErrors
 	warns []Warning
 	idx   int // next trace index (§7.4)
+	// slab, when not empty, is where event takes its next eventAlloc from
+	slab []eventAlloc
 }
 
 func (n *normalizer) push(key string) { n.path = append(n.path, pathElem{key: key}) }
@@ -265,7 +269,13 @@ type eventAlloc struct {
 }
 
 func (n *normalizer) event(v Value) *Event {
-	a := &eventAlloc{e: Event{Raw: v}}
+	var a *eventAlloc
+	if len(n.slab) > 0 {
+		a, n.slab = &n.slab[0], n.slab[1:]
+		a.e.Raw = v
+	} else {
+		a = &eventAlloc{e: Event{Raw: v}}
+	}
 	e := &a.e
 	o, ok := v.(*Object)
 	if !ok {

@@ -28,6 +28,13 @@ type Model struct {
 	sel      map[string]*selection
 	toolSel  map[[2]string]*selection // by function name and type name
 	byTool   map[string][]int         // function name -> positions in Seq of calls (and outputs linked to them)
+	callSlab []callAlloc              // where toolCall takes its next call from (Append)
+}
+
+// callAlloc is a tool call and its function, allocated together.
+type callAlloc struct {
+	tc builtin.ToolCall
+	fn builtin.Function
 }
 
 // selection is the cached selection of one type name over the whole trace.
@@ -59,11 +66,30 @@ func (m *Model) Len() int { return len(m.Events) }
 // Append normalises further elements, continuing trace indices and tool
 // output linking.
 func (m *Model) Append(evs []*trace.Event) {
+	// The messages, outputs and calls of evs live as long as the model:
+	// each kind in one allocation.
+	var nmsg, nout, ncall int
+	for _, e := range evs {
+		switch e.Kind {
+		case trace.KindMessage:
+			nmsg++
+			ncall += len(e.ToolCalls)
+		case trace.KindToolOutput:
+			nout++
+		case trace.KindToolCall:
+			ncall++
+		}
+	}
+	msgs := make([]builtin.Message, nmsg)
+	outs := make([]builtin.ToolOutput, nout)
+	m.callSlab = make([]callAlloc, ncall)
 	for _, e := range evs {
 		switch e.Kind {
 		case trace.KindMessage:
 			idx := len(m.Events)
-			msg := &builtin.Message{Role: e.Role}
+			msg := &msgs[0]
+			msgs = msgs[1:]
+			msg.Role = e.Role
 			m.base(&msg.EventBase, idx, e.Metadata, e.Server)
 			msg.Content = content(e, msg.At)
 			msg.CallsNull = e.NullToolCalls
@@ -85,7 +111,9 @@ func (m *Model) Append(evs []*trace.Event) {
 			m.Events = append(m.Events, tc)
 		case trace.KindToolOutput:
 			idx := len(m.Events)
-			out := &builtin.ToolOutput{Role: e.Role}
+			out := &outs[0]
+			outs = outs[1:]
+			out.Role = e.Role
 			m.base(&out.EventBase, idx, e.Metadata, e.Server)
 			out.Content = content(e, out.At)
 			if e.HasToolCallID {
@@ -118,6 +146,7 @@ func (m *Model) Append(evs []*trace.Event) {
 			}
 		}
 	}
+	m.callSlab = nil
 }
 
 func (m *Model) base(b *builtin.EventBase, idx int, md *trace.Object, server *string) {
@@ -136,11 +165,14 @@ func (m *Model) base(b *builtin.EventBase, idx int, md *trace.Object, server *st
 // toolCall converts a tool call: element i of the tool_calls list at
 // calls, or a bare call (calls nil) with its own trace index.
 func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int) *builtin.ToolCall {
-	// the call and its function object in one allocation
-	a := &struct {
-		tc builtin.ToolCall
-		fn builtin.Function
-	}{}
+	// the call and its function object in one allocation, from the slab
+	// Append made
+	var a *callAlloc
+	if len(m.callSlab) > 0 {
+		a, m.callSlab = &m.callSlab[0], m.callSlab[1:]
+	} else {
+		a = &callAlloc{}
+	}
 	tc := &a.tc
 	tc.Type = c.Type
 	m.base(&tc.EventBase, idx, c.Metadata, c.Server)
