@@ -58,6 +58,49 @@ type scanner struct {
 	// failure unwinds, so a valid document pays nothing for it.
 	rpath  []pathElem
 	pathed bool
+	// objs and vals are the slabs newObject and newArray take from.
+	objs  []objectAlloc
+	vals  []Value
+	chunk int // the size of the next slab, doubling up to maxChunk
+}
+
+// objectAlloc is an object and room for its first members.
+type objectAlloc struct {
+	o Object
+	m [4]Member
+}
+
+// maxChunk is the most objects (or arrays) of one slab: the values of a
+// document are allocated in slabs that double from 1 to maxChunk, so a
+// small document costs what it did with one allocation per value and a
+// large one a few allocations in all.
+const maxChunk = 64
+
+// grow returns the size of the next slab.
+func (s *scanner) grow() int {
+	s.chunk = min(max(2*s.chunk, 1), maxChunk)
+	return s.chunk
+}
+
+// newObject returns an empty object with room for 4 members.
+func (s *scanner) newObject() *objectAlloc {
+	if len(s.objs) == 0 {
+		s.objs = make([]objectAlloc, s.grow())
+	}
+	a := &s.objs[0]
+	s.objs = s.objs[1:]
+	return a
+}
+
+// newArray returns an empty slice with room for 4 values, whose appends
+// beyond that reallocate (its capacity ends where the next one starts).
+func (s *scanner) newArray() []Value {
+	if len(s.vals) < 4 {
+		s.vals = make([]Value, 4*s.grow())
+	}
+	out := s.vals[:0:4]
+	s.vals = s.vals[4:]
+	return out
 }
 
 // failUTF8 reports invalid UTF-8 at off, naming the JSON path.
@@ -270,7 +313,7 @@ func (s *scanner) array() Value {
 		s.depth--
 		return []Value{}
 	}
-	out := make([]Value, 0, 4)
+	out := s.newArray()
 	for {
 		s.skipSpace()
 		if s.pos < len(s.data) && s.data[s.pos] == ']' {
@@ -314,10 +357,7 @@ func (s *scanner) object() Value {
 		return &Object{}
 	}
 	// The object and room for its first members in one allocation.
-	a := &struct {
-		o Object
-		m [4]Member
-	}{}
+	a := s.newObject()
 	o := &a.o
 	o.Members = a.m[:0]
 	for {

@@ -226,6 +226,27 @@ type analysis struct {
 	ruleFailures  int64 // distinct failures of the current rule
 	memo          *Memo
 	cache         *Cache
+	// forms are the JSON forms of the events that violations name, made
+	// once per analysis: an event named by many violations (the call2 of
+	// every call before it) shares one read-only form.
+	forms map[builtin.Event]any
+}
+
+// jsonForm is builtin.JSONForm, made once per analysis for an event.
+func (an *analysis) jsonForm(v builtin.Value) any {
+	e, ok := v.(builtin.Event)
+	if !ok {
+		return builtin.JSONForm(v)
+	}
+	if f, ok := an.forms[e]; ok {
+		return f
+	}
+	f := builtin.JSONForm(v)
+	if an.forms == nil {
+		an.forms = map[builtin.Event]any{}
+	}
+	an.forms[e] = f
+	return f
 }
 
 // Run analyses model with params (a dict of JSON values, nil for none).
@@ -813,7 +834,7 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 		args = hv.Args
 		for _, k := range hv.Kwargs.Keys {
 			if k != "ranges" {
-				kwargs = append(kwargs, builtin.KV{Key: k, Value: builtin.JSONForm(hv.Kwargs.M[k])})
+				kwargs = append(kwargs, builtin.KV{Key: k, Value: an.jsonForm(hv.Kwargs.M[k])})
 			}
 		}
 	case string:
@@ -823,7 +844,7 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	}
 	h.v.Args = make([]any, len(args))
 	for i, a := range args {
-		h.v.Args[i] = builtin.JSONForm(a)
+		h.v.Args[i] = an.jsonForm(a)
 	}
 	if len(args) > 0 {
 		h.v.Message = builtin.Display(args[0])
