@@ -74,7 +74,7 @@ type objectAlloc struct {
 // document are allocated in slabs that double from 1 to maxChunk, so a
 // small document costs what it did with one allocation per value and a
 // large one a few allocations in all.
-const maxChunk = 64
+const maxChunk = 32
 
 // grow returns the size of the next slab.
 func (s *scanner) grow() int {

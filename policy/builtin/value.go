@@ -319,14 +319,25 @@ type Function struct {
 	// on first use (most rules never read the arguments of most calls).
 	Arguments     Value
 	LazyArguments func() Value
-	argsOnce      sync.Once
+	// LazyConvert, when set (and LazyArguments is not), makes the
+	// arguments on first use as LazyConvert(LazyFrom): a function and its
+	// input cost no allocation, where a closure over the input would.
+	LazyConvert func(any) Value
+	LazyFrom    any
+	argsOnce    sync.Once
 }
 
 // Args returns the arguments, converting them on first use. It is safe
 // for concurrent use.
 func (f *Function) Args() Value {
-	if f.LazyArguments != nil {
-		f.argsOnce.Do(func() { f.Arguments = f.LazyArguments() })
+	if f.LazyArguments != nil || f.LazyConvert != nil {
+		f.argsOnce.Do(func() {
+			if f.LazyArguments != nil {
+				f.Arguments = f.LazyArguments()
+			} else {
+				f.Arguments = f.LazyConvert(f.LazyFrom)
+			}
+		})
 	}
 	return f.Arguments
 }

@@ -186,8 +186,7 @@ func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int)
 	fn.Name = c.Function.Name
 	fn.Path = builtin.Path{Parent: tc.At, Seg: "function", Ord: 4}
 	fn.At = &fn.Path
-	raw := c.Function.Arguments
-	fn.LazyArguments = func() builtin.Value { return value(raw) }
+	fn.LazyFrom, fn.LazyConvert = c.Function.Arguments, value
 	if c.Function.ArgumentsRaw {
 		m.Warnings = append(m.Warnings, fmt.Sprintf("invalid tool arguments at event %d", idx))
 	}
