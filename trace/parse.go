@@ -61,7 +61,8 @@ type scanner struct {
 	// objs and vals are the slabs newObject and newArray take from.
 	objs  []objectAlloc
 	vals  []Value
-	chunk int // the size of the next slab, doubling up to maxChunk
+	strs  []byte // keep's slab
+	chunk int    // the size of the next slab, doubling up to maxChunk
 }
 
 // objectAlloc is an object and room for its first members.
@@ -446,6 +447,21 @@ func (s *scanner) str() (string, bool) {
 	return "", false
 }
 
+// keep returns b as a string in the scanner's string slab: the decoded
+// strings of a document share a few allocations, which double from 64
+// bytes up to 32 KiB. The slab's bytes are never written again.
+func (s *scanner) keep(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if cap(s.strs)-len(s.strs) < len(b) {
+		s.strs = make([]byte, 0, max(len(b), min(2*cap(s.strs), 32<<10), 64))
+	}
+	start := len(s.strs)
+	s.strs = append(s.strs, b...)
+	return unsafe.String(&s.strs[start], len(b))
+}
+
 // plain8 reports whether none of the 8 bytes of x is a quote, a
 // backslash, a control character or a non-ASCII byte: bytes str can skip.
 // (Each term sets the high bit of a byte that is one of those; a false
@@ -472,7 +488,7 @@ func (s *scanner) slowStr(start int) (string, bool) {
 		case c == '"':
 			s.pos = i + 1
 			s.buf = buf[:0]
-			return string(buf), true
+			return s.keep(buf), true
 		case c == '\\':
 			if i+1 >= len(d) {
 				s.fail(i, "unterminated string")
