@@ -325,6 +325,26 @@ type Function struct {
 	LazyConvert func(any) Value
 	LazyFrom    any
 	argsOnce    sync.Once
+	// nameLoc and argsLoc are the located name and arguments, made once
+	// (NameValue, ArgsValue).
+	nameOnce, argsLocOnce sync.Once
+	nameLoc, argsLoc      Value
+}
+
+// NameValue returns the name located at its path (f.At.name), made on
+// first use and then shared: rules read a call's name often (counts and
+// comparisons over every pair of calls), and each read would otherwise
+// box the name and its location anew. It is safe for concurrent use.
+func (f *Function) NameValue() Value {
+	f.nameOnce.Do(func() { f.nameLoc = fieldValue(f.Name, f.At, "name", 0) })
+	return f.nameLoc
+}
+
+// ArgsValue returns Args located at its path (f.At.arguments), made on
+// first use and then shared, as NameValue. It is safe for concurrent use.
+func (f *Function) ArgsValue() Value {
+	f.argsLocOnce.Do(func() { f.argsLoc = fieldValue(f.Args(), f.At, "arguments", 1) })
+	return f.argsLoc
 }
 
 // Args returns the arguments, converting them on first use. It is safe
