@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vigilhq/vigil/policy/builtin"
@@ -779,30 +778,36 @@ func (m *Model) toolSelect(name, t string) []builtin.Value {
 // violation builds the violation of a satisfying binding of a rule body.
 func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	vars := r.body.vars
-	events := make([]int, 0, len(vars))
-	var key strings.Builder
-	fmt.Fprintf(&key, "(%d, (", r.index)
+	// the events and the binding order in one allocation
+	ints := make([]int, len(vars)+len(f.order))
+	events := ints[:0:len(vars)]
 	newEvent := an.mode.PendingFrom < 0
-	for i, v := range vars {
-		if i > 0 {
-			key.WriteString(", ")
-		}
-		idx := IndexOf(f.slots[v.slot])
-		if idx >= 0 {
+	for _, v := range vars {
+		if idx := IndexOf(f.slots[v.slot]); idx >= 0 {
 			events = append(events, idx)
 			if idx >= an.mode.PendingFrom {
 				newEvent = true
 			}
 		}
-		key.WriteString(itoa(idx))
 	}
-	if len(vars) == 1 {
-		key.WriteByte(',')
-	}
-	key.WriteString("))")
 	if !newEvent {
 		return hit{}, false
 	}
+	// the key, "(rule, (idx, ...))" as Python writes the tuple
+	var kb [64]byte
+	key := append(kb[:0], '(')
+	key = strconv.AppendInt(key, int64(r.index), 10)
+	key = append(key, ", ("...)
+	for i, v := range vars {
+		if i > 0 {
+			key = append(key, ", "...)
+		}
+		key = strconv.AppendInt(key, int64(IndexOf(f.slots[v.slot])), 10)
+	}
+	if len(vars) == 1 {
+		key = append(key, ',')
+	}
+	key = append(key, "))"...)
 	nmarks := len(f.marks)
 	an.ruleSteps-- // the head is no body line: evalLine's step is undone first
 	an.steps--
@@ -811,9 +816,11 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	if !ok {
 		return hit{}, false
 	}
-	h := hit{order: append([]int(nil), f.order...)}
+	order := ints[len(vars):]
+	copy(order, f.order)
+	h := hit{order: order}
 	h.v.Rule = r.index
-	h.v.Key = key.String()
+	h.v.Key = string(key)
 	h.v.Events = events
 	if hv, ok := headVal.(*builtin.Violation); ok {
 		// a violation's arguments are written out whole (JSON, text):
@@ -901,6 +908,14 @@ type sortedMark struct {
 
 func renderRanges(ms []mark) []string {
 	sm := make([]sortedMark, len(ms))
+	// the ords of every mark in one allocation
+	depth := 0
+	for _, m := range ms {
+		for q := m.at; q != nil; q = q.Parent {
+			depth++
+		}
+	}
+	ords := make([]int, depth)
 	var buf [96]byte
 	for i, m := range ms {
 		b := m.at.AppendString(buf[:0])
@@ -910,7 +925,17 @@ func renderRanges(ms []mark) []string {
 			b = append(b, '-')
 			b = strconv.AppendInt(b, int64(m.end), 10)
 		}
-		sm[i] = sortedMark{ords: m.at.Ords(), m: m, s: string(b)}
+		n := 0
+		for q := m.at; q != nil; q = q.Parent {
+			n++
+		}
+		o := ords[:n:n]
+		ords = ords[n:]
+		for q := m.at; q != nil; q = q.Parent {
+			n--
+			o[n] = q.Ord
+		}
+		sm[i] = sortedMark{ords: o, m: m, s: string(b)}
 	}
 	slices.SortStableFunc(sm, func(a, b sortedMark) int {
 		if c := cmpOrder(a.ords, b.ords); c != 0 {
@@ -921,8 +946,17 @@ func renderRanges(ms []mark) []string {
 		}
 		return cmp.Compare(a.m.end, b.m.end)
 	})
-	out := []string{}
-	seen := map[string]bool{}
+	out := make([]string, 0, len(sm))
+	if len(sm) <= 16 {
+		// a few ranges: look for repeats in out itself
+		for _, m := range sm {
+			if !slices.Contains(out, m.s) {
+				out = append(out, m.s)
+			}
+		}
+		return out
+	}
+	seen := make(map[string]bool, len(sm))
 	for _, m := range sm {
 		if !seen[m.s] {
 			seen[m.s] = true
