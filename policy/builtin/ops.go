@@ -396,18 +396,26 @@ func (im *Image) ImageURLValue() Value {
 	return Located{V: d, At: im.At.Child("image_url", 1)}
 }
 
+// contentValue returns the located content, made on first use: most
+// rules read the content of few events, or none, so building it for every
+// event up front would cost an allocation per event for nothing. It is
+// safe for concurrent use (a Model may be analysed concurrently).
 func (m *Message) contentValue() Value {
-	if m.LocatedContent != nil {
-		return m.LocatedContent
-	}
-	return fieldValue(m.Content, m.At, "content", 3)
+	m.contentOnce.Do(func() {
+		if m.LocatedContent == nil {
+			m.LocatedContent = fieldValue(m.Content, m.At, "content", 3)
+		}
+	})
+	return m.LocatedContent
 }
 
 func (o *ToolOutput) contentValue() Value {
-	if o.LocatedContent != nil {
-		return o.LocatedContent
-	}
-	return fieldValue(o.Content, o.At, "content", 3)
+	o.contentOnce.Do(func() {
+		if o.LocatedContent == nil {
+			o.LocatedContent = fieldValue(o.Content, o.At, "content", 3)
+		}
+	})
+	return o.LocatedContent
 }
 
 func fieldValue(v Value, at *Path, name string, ord int) Value {
@@ -417,17 +425,15 @@ func fieldValue(v Value, at *Path, name string, ord int) Value {
 	return ChildAt(at, name, ord, v)
 }
 
-// LocateContent precomputes the located content of an event (Message or
-// ToolOutput), so that reading m.content in a rule allocates nothing. Call
-// it once, when building the event.
+// LocateContent makes the located content of an event (Message or
+// ToolOutput) now rather than on first use. Reading m.content makes it
+// once in any case; later reads allocate nothing.
 func LocateContent(e Event) {
 	switch x := e.(type) {
 	case *Message:
-		x.LocatedContent = nil
-		x.LocatedContent = x.contentValue()
+		x.contentValue()
 	case *ToolOutput:
-		x.LocatedContent = nil
-		x.LocatedContent = x.contentValue()
+		x.contentValue()
 	}
 }
 

@@ -293,10 +293,12 @@ type Message struct {
 	EventBase
 	Role    string
 	Content Value // nil, string, *Contents
-	// LocatedContent caches Content with its location (LocateContent).
+	// LocatedContent caches Content with its location, made on first
+	// use (or by LocateContent).
 	LocatedContent Value
 	ToolCalls      []*ToolCall
 	CallsNull      bool // tool_calls was JSON null
+	contentOnce    sync.Once
 }
 
 // ToolCall is a tool call, inside a message or bare.
@@ -367,10 +369,12 @@ type ToolOutput struct {
 	EventBase
 	Role    string
 	Content Value // nil, string, *Contents, *Dict
-	// LocatedContent caches Content with its location (LocateContent).
+	// LocatedContent caches Content with its location, made on first
+	// use (or by LocateContent).
 	LocatedContent Value
 	ToolCallID     Value     // string or nil
 	Call           *ToolCall // linked tool call or nil
+	contentOnce    sync.Once
 }
 
 // Tool is one tool of a {"tools": [...]} element.

@@ -93,7 +93,6 @@ func (m *Model) Append(evs []*trace.Event) {
 			m.base(&msg.EventBase, idx, e.Metadata, e.Server)
 			msg.Content = content(e, msg.At)
 			msg.CallsNull = e.NullToolCalls
-			builtin.LocateContent(msg)
 			m.Events = append(m.Events, msg)
 			m.Seq = append(m.Seq, msg)
 			var callsAt *builtin.Path
@@ -126,7 +125,6 @@ func (m *Model) Append(evs []*trace.Event) {
 			// the most recent call with that id (a map: scanning back
 			// through every call was quadratic)
 			out.Call = m.callByID[out.ToolCallID]
-			builtin.LocateContent(out)
 			m.Events = append(m.Events, out)
 			m.Seq = append(m.Seq, out)
 			if out.Call != nil {
