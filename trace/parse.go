@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -416,8 +417,12 @@ func (s *scanner) str() (string, bool) {
 	i := start
 	ascii := true
 	for i < len(d) {
-		// skip 8 plain bytes at a time
-		for i+8 <= len(d) && plain8(binary.LittleEndian.Uint64(d[i:])) {
+		// skip 8 plain bytes at a time, then to the first byte that is not
+		for i+8 <= len(d) {
+			if m := special8(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
 		}
 		if i >= len(d) {
@@ -464,13 +469,17 @@ func (s *scanner) keep(b []byte) string {
 
 // plain8 reports whether none of the 8 bytes of x is a quote, a
 // backslash, a control character or a non-ASCII byte: bytes str can skip.
-// (Each term sets the high bit of a byte that is one of those; a false
-// alarm only sends str to its byte-by-byte loop.)
-func plain8(x uint64) bool {
+func plain8(x uint64) bool { return special8(x) == 0 }
+
+// special8 returns the high bits of the bytes of x (little-endian) that
+// may be a quote, a backslash, a control character or a non-ASCII byte.
+// The lowest one set is exact: it marks the first such byte (a borrow only
+// flags bytes above a special one), so str can jump to it.
+func special8(x uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (lo * '"')
 	b := x ^ (lo * '\\')
-	return ((q-lo)&^q|(b-lo)&^b|(x-lo*0x20)|x)&hi == 0
+	return ((q-lo)&^q | (b-lo)&^b | (x - lo*0x20) | x) & hi
 }
 
 func (s *scanner) slowStr(start int) (string, bool) {
