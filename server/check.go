@@ -143,7 +143,9 @@ func parseCheck(body []byte) (*checkRequest, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, apiErr(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; expected a JSON object")
 	}
-	v, err := trace.ParseValue(body)
+	// The body is a fresh buffer that nothing writes to again: the
+	// parsed strings share it instead of a copy.
+	v, err := trace.ParseValueOwned(body)
 	if err != nil {
 		var se *trace.SyntaxError
 		if errors.As(err, &se) && se.Path != "" {

@@ -192,6 +192,8 @@ func fromValue(v Value) (*Trace, pendingErrors) {
 		return nil, n.errs
 	}
 	t.Events = make([]*Event, len(events))
+	// the events of a whole trace live as long as it: one allocation
+	n.slab = make([]eventAlloc, len(events))
 	for i, ev := range events {
 		n.path = append(n.path[:0], pathElem{index: i})
 		t.Events[i] = n.event(ev)
@@ -208,6 +210,46 @@ type normalizer struct {
 	errs  pendingErrors
 	warns []Warning
 	idx   int // next trace index (§7.4)
+	// slab, when not empty, is where event takes its next eventAlloc from
+	slab []eventAlloc
+	// calls and lists are the slabs of newCall and newCallList, whose
+	// sizes double up to maxChunk (callChunk and listChunk are the last sizes)
+	calls     []callAlloc
+	lists     []*ToolCall
+	callChunk int
+	listChunk int
+}
+
+// callAlloc is a tool call and room for its id.
+type callAlloc struct {
+	tc ToolCall
+	id string
+}
+
+// newCall returns a zero callAlloc from the normaliser's slab.
+func (n *normalizer) newCall() *callAlloc {
+	if len(n.calls) == 0 {
+		n.callChunk = min(max(2*n.callChunk, 1), maxChunk)
+		n.calls = make([]callAlloc, n.callChunk)
+	}
+	a := &n.calls[0]
+	n.calls = n.calls[1:]
+	return a
+}
+
+// newCallList returns an empty list with room for k calls, whose appends
+// beyond k reallocate.
+func (n *normalizer) newCallList(k int) []*ToolCall {
+	if k > maxChunk {
+		return make([]*ToolCall, 0, k)
+	}
+	if len(n.lists) < k {
+		n.listChunk = min(max(2*n.listChunk, 4), maxChunk)
+		n.lists = make([]*ToolCall, max(k, n.listChunk))
+	}
+	out := n.lists[:0:k]
+	n.lists = n.lists[k:]
+	return out
 }
 
 func (n *normalizer) push(key string) { n.path = append(n.path, pathElem{key: key}) }
@@ -265,7 +307,13 @@ type eventAlloc struct {
 }
 
 func (n *normalizer) event(v Value) *Event {
-	a := &eventAlloc{e: Event{Raw: v}}
+	var a *eventAlloc
+	if len(n.slab) > 0 {
+		a, n.slab = &n.slab[0], n.slab[1:]
+		a.e.Raw = v
+	} else {
+		a = &eventAlloc{e: Event{Raw: v}}
+	}
 	e := &a.e
 	o, ok := v.(*Object)
 	if !ok {
@@ -340,7 +388,7 @@ func (n *normalizer) message(o *Object, e *Event) {
 		case nil:
 			e.NullToolCalls = true
 		case []Value:
-			e.ToolCalls = make([]*ToolCall, 0, len(v))
+			e.ToolCalls = n.newCallList(len(v))
 			for i, c := range v {
 				n.pushIndex(i)
 				co, ok := c.(*Object)
@@ -444,11 +492,9 @@ func (n *normalizer) chunk(v Value) Chunk {
 // toolCall normalises a call object (bare or inside a message). server is
 // the enclosing message's server.
 func (n *normalizer) toolCall(o *Object, server *string) *ToolCall {
-	// the call and its id in one allocation
-	a := &struct {
-		tc ToolCall
-		id string
-	}{tc: ToolCall{Type: "function", Raw: o, Server: server}}
+	// the call and its id in one allocation, from a slab
+	a := n.newCall()
+	a.tc = ToolCall{Type: "function", Raw: o, Server: server}
 	tc := &a.tc
 	var own *string
 	n.metadata(o, &tc.Metadata, &own)

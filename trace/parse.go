@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -57,6 +59,50 @@ type scanner struct {
 	// failure unwinds, so a valid document pays nothing for it.
 	rpath  []pathElem
 	pathed bool
+	// objs and vals are the slabs newObject and newArray take from.
+	objs  []objectAlloc
+	vals  []Value
+	strs  []byte // keep's slab
+	chunk int    // the size of the next slab, doubling up to maxChunk
+}
+
+// objectAlloc is an object and room for its first members.
+type objectAlloc struct {
+	o Object
+	m [4]Member
+}
+
+// maxChunk is the most objects (or arrays) of one slab: the values of a
+// document are allocated in slabs that double from 1 to maxChunk, so a
+// small document costs what it did with one allocation per value and a
+// large one a few allocations in all.
+const maxChunk = 32
+
+// grow returns the size of the next slab.
+func (s *scanner) grow() int {
+	s.chunk = min(max(2*s.chunk, 1), maxChunk)
+	return s.chunk
+}
+
+// newObject returns an empty object with room for 4 members.
+func (s *scanner) newObject() *objectAlloc {
+	if len(s.objs) == 0 {
+		s.objs = make([]objectAlloc, s.grow())
+	}
+	a := &s.objs[0]
+	s.objs = s.objs[1:]
+	return a
+}
+
+// newArray returns an empty slice with room for 4 values, whose appends
+// beyond that reallocate (its capacity ends where the next one starts).
+func (s *scanner) newArray() []Value {
+	if len(s.vals) < 4 {
+		s.vals = make([]Value, 4*s.grow())
+	}
+	out := s.vals[:0:4]
+	s.vals = s.vals[4:]
+	return out
 }
 
 // failUTF8 reports invalid UTF-8 at off, naming the JSON path.
@@ -92,6 +138,17 @@ func (s *scanner) fail(off int, format string, args ...any) {
 // memory while any of them does.
 func ParseValue(data []byte) (Value, error) {
 	return parseValue(data, string(data))
+}
+
+// ParseValueOwned is ParseValue for a caller that hands data over: the
+// strings of the result point into data instead of a copy of it, which
+// saves copying the whole document. The caller must never modify data
+// afterwards (a request body read into a fresh buffer, for instance).
+func ParseValueOwned(data []byte) (Value, error) {
+	if len(data) == 0 {
+		return ParseValue(data)
+	}
+	return parseValue(data, unsafe.String(&data[0], len(data)))
 }
 
 // parseString is ParseValue of a string, without copying it.
@@ -258,7 +315,7 @@ func (s *scanner) array() Value {
 		s.depth--
 		return []Value{}
 	}
-	out := make([]Value, 0, 4)
+	out := s.newArray()
 	for {
 		s.skipSpace()
 		if s.pos < len(s.data) && s.data[s.pos] == ']' {
@@ -302,10 +359,7 @@ func (s *scanner) object() Value {
 		return &Object{}
 	}
 	// The object and room for its first members in one allocation.
-	a := &struct {
-		o Object
-		m [4]Member
-	}{}
+	a := s.newObject()
 	o := &a.o
 	o.Members = a.m[:0]
 	for {
@@ -363,6 +417,17 @@ func (s *scanner) str() (string, bool) {
 	i := start
 	ascii := true
 	for i < len(d) {
+		// skip 8 plain bytes at a time, then to the first byte that is not
+		for i+8 <= len(d) {
+			if m := special8(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(d) {
+			break
+		}
 		c := d[i]
 		if c == '"' {
 			s.pos = i + 1
@@ -387,6 +452,36 @@ func (s *scanner) str() (string, bool) {
 	return "", false
 }
 
+// keep returns b as a string in the scanner's string slab: the decoded
+// strings of a document share a few allocations, which double from 64
+// bytes up to 32 KiB. The slab's bytes are never written again.
+func (s *scanner) keep(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if cap(s.strs)-len(s.strs) < len(b) {
+		s.strs = make([]byte, 0, max(len(b), min(2*cap(s.strs), 32<<10), 64))
+	}
+	start := len(s.strs)
+	s.strs = append(s.strs, b...)
+	return unsafe.String(&s.strs[start], len(b))
+}
+
+// plain8 reports whether none of the 8 bytes of x is a quote, a
+// backslash, a control character or a non-ASCII byte: bytes str can skip.
+func plain8(x uint64) bool { return special8(x) == 0 }
+
+// special8 returns the high bits of the bytes of x (little-endian) that
+// may be a quote, a backslash, a control character or a non-ASCII byte.
+// The lowest one set is exact: it marks the first such byte (a borrow only
+// flags bytes above a special one), so str can jump to it.
+func special8(x uint64) uint64 {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (lo * '"')
+	b := x ^ (lo * '\\')
+	return ((q-lo)&^q | (b-lo)&^b | (x - lo*0x20) | x) & hi
+}
+
 func (s *scanner) slowStr(start int) (string, bool) {
 	d := s.data
 	// decode into the scanner's scratch buffer, reused across strings;
@@ -402,7 +497,7 @@ func (s *scanner) slowStr(start int) (string, bool) {
 		case c == '"':
 			s.pos = i + 1
 			s.buf = buf[:0]
-			return string(buf), true
+			return s.keep(buf), true
 		case c == '\\':
 			if i+1 >= len(d) {
 				s.fail(i, "unterminated string")

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -199,6 +200,38 @@ func TestWrappedMatchCache(t *testing.T) {
 			if (err != nil) != c.errStart || got != c.full {
 				t.Errorf("FullMatch(%q, %q) = %v, %v; want %v (error %v)", c.pattern, c.s, got, err, c.full, c.errStart)
 			}
+		}
+	}
+}
+
+// TestMetadataForm: the JSON form of an event's metadata built directly
+// is the JSON form of its Metadata dict, with trace_idx appended or
+// replacing the user's own in place.
+func TestMetadataForm(t *testing.T) {
+	user := func(kv ...any) *Dict {
+		d := NewDict(len(kv) / 2)
+		for i := 0; i < len(kv); i += 2 {
+			d.Set(kv[i].(string), kv[i+1])
+		}
+		return d
+	}
+	for _, md := range []*Dict{nil, user(), user("a", int64(1), "b", "x"),
+		user("trace_idx", "mine", "z", []Value{"q", user("n", nil)}), user("a", 1.5, "trace_idx", int64(-1))} {
+		direct := &EventBase{Index: 7, UserMetadata: md}
+		viaDict := &EventBase{Index: 7, UserMetadata: md}
+		got, err := json.Marshal(metadataForm(direct))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(jsonForm(viaDict.Metadata(), true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("metadataForm = %s, want %s", got, want)
+		}
+		if again, _ := json.Marshal(metadataForm(viaDict)); string(again) != string(want) {
+			t.Errorf("metadataForm after Metadata = %s, want %s", again, want)
 		}
 	}
 }

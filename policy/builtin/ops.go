@@ -396,18 +396,26 @@ func (im *Image) ImageURLValue() Value {
 	return Located{V: d, At: im.At.Child("image_url", 1)}
 }
 
+// contentValue returns the located content, made on first use: most
+// rules read the content of few events, or none, so building it for every
+// event up front would cost an allocation per event for nothing. It is
+// safe for concurrent use (a Model may be analysed concurrently).
 func (m *Message) contentValue() Value {
-	if m.LocatedContent != nil {
-		return m.LocatedContent
-	}
-	return fieldValue(m.Content, m.At, "content", 3)
+	m.contentOnce.Do(func() {
+		if m.LocatedContent == nil {
+			m.LocatedContent = fieldValue(m.Content, m.At, "content", 3)
+		}
+	})
+	return m.LocatedContent
 }
 
 func (o *ToolOutput) contentValue() Value {
-	if o.LocatedContent != nil {
-		return o.LocatedContent
-	}
-	return fieldValue(o.Content, o.At, "content", 3)
+	o.contentOnce.Do(func() {
+		if o.LocatedContent == nil {
+			o.LocatedContent = fieldValue(o.Content, o.At, "content", 3)
+		}
+	})
+	return o.LocatedContent
 }
 
 func fieldValue(v Value, at *Path, name string, ord int) Value {
@@ -417,17 +425,15 @@ func fieldValue(v Value, at *Path, name string, ord int) Value {
 	return ChildAt(at, name, ord, v)
 }
 
-// LocateContent precomputes the located content of an event (Message or
-// ToolOutput), so that reading m.content in a rule allocates nothing. Call
-// it once, when building the event.
+// LocateContent makes the located content of an event (Message or
+// ToolOutput) now rather than on first use. Reading m.content makes it
+// once in any case; later reads allocate nothing.
 func LocateContent(e Event) {
 	switch x := e.(type) {
 	case *Message:
-		x.LocatedContent = nil
-		x.LocatedContent = x.contentValue()
+		x.contentValue()
 	case *ToolOutput:
-		x.LocatedContent = nil
-		x.LocatedContent = x.contentValue()
+		x.contentValue()
 	}
 }
 
@@ -622,7 +628,7 @@ func jsonForm(v Value, withIndex bool) any {
 	JSONForm := func(v Value) any { return jsonForm(v, withIndex) }
 	meta := func(e *EventBase) any {
 		if withIndex {
-			return jsonForm(e.Metadata(), true)
+			return metadataForm(e)
 		}
 		if e.UserMetadata == nil {
 			return OrderedMap{}
@@ -663,7 +669,7 @@ func jsonForm(v Value, withIndex bool) any {
 		}
 		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"role", x.Role}, {"content", JSONForm(x.Content)}, {"tool_calls", calls}}
 	case *ToolCall:
-		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"id", x.ID}, {"type", x.Type}, {"function", JSONForm(x.Function)}}
+		return OrderedMap{{"metadata", meta(&x.EventBase)}, {"server", x.Server}, {"id", x.ID}, {"type", typeForm(x.Type)}, {"function", JSONForm(x.Function)}}
 	case *Function:
 		return OrderedMap{{"name", x.Name}, {"arguments", JSONForm(x.Args())}}
 	case *ToolOutput:
@@ -692,6 +698,44 @@ func jsonForm(v Value, withIndex bool) any {
 		return Display(x)
 	}
 	return Display(v)
+}
+
+// metadataForm is jsonForm(e.Metadata(), true), the event's metadata with
+// its trace_idx, built without the intermediate Dict when Metadata has
+// not made it yet.
+func metadataForm(e *EventBase) any {
+	if e.metadata != nil {
+		return jsonForm(e.metadata, true)
+	}
+	u := e.UserMetadata
+	m := make(OrderedMap, 0, u.Len()+1)
+	idx := false
+	if u != nil {
+		for _, k := range u.Keys {
+			if k == "trace_idx" { // Metadata's Set replaces it in place
+				m = append(m, KV{k, int64(e.Index)})
+				idx = true
+				continue
+			}
+			m = append(m, KV{k, jsonForm(u.M[k], true)})
+		}
+	}
+	if !idx {
+		m = append(m, KV{"trace_idx", int64(e.Index)})
+	}
+	return m
+}
+
+// boxedFunction is the usual type of a tool call, boxed once.
+var boxedFunction any = "function"
+
+// typeForm is the JSON form of a tool call's type, without boxing the
+// usual "function" anew.
+func typeForm(t string) any {
+	if t == "function" {
+		return boxedFunction
+	}
+	return t
 }
 
 func jsonSeq(xs []Value) []any {

@@ -293,10 +293,12 @@ type Message struct {
 	EventBase
 	Role    string
 	Content Value // nil, string, *Contents
-	// LocatedContent caches Content with its location (LocateContent).
+	// LocatedContent caches Content with its location, made on first
+	// use (or by LocateContent).
 	LocatedContent Value
 	ToolCalls      []*ToolCall
 	CallsNull      bool // tool_calls was JSON null
+	contentOnce    sync.Once
 }
 
 // ToolCall is a tool call, inside a message or bare.
@@ -319,14 +321,45 @@ type Function struct {
 	// on first use (most rules never read the arguments of most calls).
 	Arguments     Value
 	LazyArguments func() Value
-	argsOnce      sync.Once
+	// LazyConvert, when set (and LazyArguments is not), makes the
+	// arguments on first use as LazyConvert(LazyFrom): a function and its
+	// input cost no allocation, where a closure over the input would.
+	LazyConvert func(any) Value
+	LazyFrom    any
+	argsOnce    sync.Once
+	// nameLoc and argsLoc are the located name and arguments, made once
+	// (NameValue, ArgsValue).
+	nameOnce, argsLocOnce sync.Once
+	nameLoc, argsLoc      Value
+}
+
+// NameValue returns the name located at its path (f.At.name), made on
+// first use and then shared: rules read a call's name often (counts and
+// comparisons over every pair of calls), and each read would otherwise
+// box the name and its location anew. It is safe for concurrent use.
+func (f *Function) NameValue() Value {
+	f.nameOnce.Do(func() { f.nameLoc = fieldValue(f.Name, f.At, "name", 0) })
+	return f.nameLoc
+}
+
+// ArgsValue returns Args located at its path (f.At.arguments), made on
+// first use and then shared, as NameValue. It is safe for concurrent use.
+func (f *Function) ArgsValue() Value {
+	f.argsLocOnce.Do(func() { f.argsLoc = fieldValue(f.Args(), f.At, "arguments", 1) })
+	return f.argsLoc
 }
 
 // Args returns the arguments, converting them on first use. It is safe
 // for concurrent use.
 func (f *Function) Args() Value {
-	if f.LazyArguments != nil {
-		f.argsOnce.Do(func() { f.Arguments = f.LazyArguments() })
+	if f.LazyArguments != nil || f.LazyConvert != nil {
+		f.argsOnce.Do(func() {
+			if f.LazyArguments != nil {
+				f.Arguments = f.LazyArguments()
+			} else {
+				f.Arguments = f.LazyConvert(f.LazyFrom)
+			}
+		})
 	}
 	return f.Arguments
 }
@@ -336,10 +369,12 @@ type ToolOutput struct {
 	EventBase
 	Role    string
 	Content Value // nil, string, *Contents, *Dict
-	// LocatedContent caches Content with its location (LocateContent).
+	// LocatedContent caches Content with its location, made on first
+	// use (or by LocateContent).
 	LocatedContent Value
 	ToolCallID     Value     // string or nil
 	Call           *ToolCall // linked tool call or nil
+	contentOnce    sync.Once
 }
 
 // Tool is one tool of a {"tools": [...]} element.

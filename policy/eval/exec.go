@@ -1,13 +1,14 @@
 package eval
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vigilhq/vigil/policy/builtin"
@@ -224,6 +225,27 @@ type analysis struct {
 	ruleFailures  int64 // distinct failures of the current rule
 	memo          *Memo
 	cache         *Cache
+	// forms are the JSON forms of the events that violations name, made
+	// once per analysis: an event named by many violations (the call2 of
+	// every call before it) shares one read-only form.
+	forms map[builtin.Event]any
+}
+
+// jsonForm is builtin.JSONForm, made once per analysis for an event.
+func (an *analysis) jsonForm(v builtin.Value) any {
+	e, ok := v.(builtin.Event)
+	if !ok {
+		return builtin.JSONForm(v)
+	}
+	if f, ok := an.forms[e]; ok {
+		return f
+	}
+	f := builtin.JSONForm(v)
+	if an.forms == nil {
+		an.forms = map[builtin.Event]any{}
+	}
+	an.forms[e] = f
+	return f
 }
 
 // Run analyses model with params (a dict of JSON values, nil for none).
@@ -738,7 +760,7 @@ func mergeExact(cur, s int) int {
 // toolSelect returns the values of type t (ToolCall or ToolOutput) whose
 // tool call is named name, in trace order (cached, extended on Append).
 func (m *Model) toolSelect(name, t string) []builtin.Value {
-	key := name + "\x00" + t
+	key := [2]string{name, t}
 	s := m.toolSel[key]
 	if s == nil {
 		s = &selection{}
@@ -756,30 +778,36 @@ func (m *Model) toolSelect(name, t string) []builtin.Value {
 // violation builds the violation of a satisfying binding of a rule body.
 func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	vars := r.body.vars
-	events := make([]int, 0, len(vars))
-	var key strings.Builder
-	fmt.Fprintf(&key, "(%d, (", r.index)
+	// the events and the binding order in one allocation
+	ints := make([]int, len(vars)+len(f.order))
+	events := ints[:0:len(vars)]
 	newEvent := an.mode.PendingFrom < 0
-	for i, v := range vars {
-		if i > 0 {
-			key.WriteString(", ")
-		}
-		idx := IndexOf(f.slots[v.slot])
-		if idx >= 0 {
+	for _, v := range vars {
+		if idx := IndexOf(f.slots[v.slot]); idx >= 0 {
 			events = append(events, idx)
 			if idx >= an.mode.PendingFrom {
 				newEvent = true
 			}
 		}
-		key.WriteString(itoa(idx))
 	}
-	if len(vars) == 1 {
-		key.WriteByte(',')
-	}
-	key.WriteString("))")
 	if !newEvent {
 		return hit{}, false
 	}
+	// the key, "(rule, (idx, ...))" as Python writes the tuple
+	var kb [64]byte
+	key := append(kb[:0], '(')
+	key = strconv.AppendInt(key, int64(r.index), 10)
+	key = append(key, ", ("...)
+	for i, v := range vars {
+		if i > 0 {
+			key = append(key, ", "...)
+		}
+		key = strconv.AppendInt(key, int64(IndexOf(f.slots[v.slot])), 10)
+	}
+	if len(vars) == 1 {
+		key = append(key, ',')
+	}
+	key = append(key, "))"...)
 	nmarks := len(f.marks)
 	an.ruleSteps-- // the head is no body line: evalLine's step is undone first
 	an.steps--
@@ -788,9 +816,11 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	if !ok {
 		return hit{}, false
 	}
-	h := hit{order: append([]int(nil), f.order...)}
+	order := ints[len(vars):]
+	copy(order, f.order)
+	h := hit{order: order}
 	h.v.Rule = r.index
-	h.v.Key = key.String()
+	h.v.Key = string(key)
 	h.v.Events = events
 	if hv, ok := headVal.(*builtin.Violation); ok {
 		// a violation's arguments are written out whole (JSON, text):
@@ -811,7 +841,7 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 		args = hv.Args
 		for _, k := range hv.Kwargs.Keys {
 			if k != "ranges" {
-				kwargs = append(kwargs, builtin.KV{Key: k, Value: builtin.JSONForm(hv.Kwargs.M[k])})
+				kwargs = append(kwargs, builtin.KV{Key: k, Value: an.jsonForm(hv.Kwargs.M[k])})
 			}
 		}
 	case string:
@@ -821,7 +851,7 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 	}
 	h.v.Args = make([]any, len(args))
 	for i, a := range args {
-		h.v.Args[i] = builtin.JSONForm(a)
+		h.v.Args[i] = an.jsonForm(a)
 	}
 	if len(args) > 0 {
 		h.v.Message = builtin.Display(args[0])
@@ -840,7 +870,7 @@ func (an *analysis) violation(f *frame, r *rule) (hit, bool) {
 }
 
 func mergeHits(hits []hit) []Violation {
-	sort.SliceStable(hits, func(i, j int) bool { return lessOrder(hits[i].order, hits[j].order) })
+	slices.SortStableFunc(hits, func(a, b hit) int { return cmpOrder(a.order, b.order) })
 	var out []Violation
 	byKey := map[string]int{}
 	var marks [][]mark
@@ -859,13 +889,15 @@ func mergeHits(hits []hit) []Violation {
 	return out
 }
 
-func lessOrder(a, b []int) bool {
+// cmpOrder compares binding orders: element by element, then the shorter
+// first.
+func cmpOrder(a, b []int) int {
 	for i := 0; i < len(a) && i < len(b); i++ {
 		if a[i] != b[i] {
-			return a[i] < b[i]
+			return cmp.Compare(a[i], b[i])
 		}
 	}
-	return len(a) < len(b)
+	return cmp.Compare(len(a), len(b))
 }
 
 type sortedMark struct {
@@ -876,6 +908,14 @@ type sortedMark struct {
 
 func renderRanges(ms []mark) []string {
 	sm := make([]sortedMark, len(ms))
+	// the ords of every mark in one allocation
+	depth := 0
+	for _, m := range ms {
+		for q := m.at; q != nil; q = q.Parent {
+			depth++
+		}
+	}
+	ords := make([]int, depth)
 	var buf [96]byte
 	for i, m := range ms {
 		b := m.at.AppendString(buf[:0])
@@ -885,25 +925,38 @@ func renderRanges(ms []mark) []string {
 			b = append(b, '-')
 			b = strconv.AppendInt(b, int64(m.end), 10)
 		}
-		sm[i] = sortedMark{ords: m.at.Ords(), m: m, s: string(b)}
-	}
-	sort.SliceStable(sm, func(i, j int) bool {
-		a, b := sm[i], sm[j]
-		for k := 0; k < len(a.ords) && k < len(b.ords); k++ {
-			if a.ords[k] != b.ords[k] {
-				return a.ords[k] < b.ords[k]
-			}
+		n := 0
+		for q := m.at; q != nil; q = q.Parent {
+			n++
 		}
-		if len(a.ords) != len(b.ords) {
-			return len(a.ords) < len(b.ords)
+		o := ords[:n:n]
+		ords = ords[n:]
+		for q := m.at; q != nil; q = q.Parent {
+			n--
+			o[n] = q.Ord
+		}
+		sm[i] = sortedMark{ords: o, m: m, s: string(b)}
+	}
+	slices.SortStableFunc(sm, func(a, b sortedMark) int {
+		if c := cmpOrder(a.ords, b.ords); c != 0 {
+			return c
 		}
 		if a.m.start != b.m.start {
-			return a.m.start < b.m.start
+			return cmp.Compare(a.m.start, b.m.start)
 		}
-		return a.m.end < b.m.end
+		return cmp.Compare(a.m.end, b.m.end)
 	})
-	out := []string{}
-	seen := map[string]bool{}
+	out := make([]string, 0, len(sm))
+	if len(sm) <= 16 {
+		// a few ranges: look for repeats in out itself
+		for _, m := range sm {
+			if !slices.Contains(out, m.s) {
+				out = append(out, m.s)
+			}
+		}
+		return out
+	}
+	seen := make(map[string]bool, len(sm))
 	for _, m := range sm {
 		if !seen[m.s] {
 			seen[m.s] = true

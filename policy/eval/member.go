@@ -90,9 +90,9 @@ func member(f *frame, pos syntax.Pos, x builtin.Value, name string) builtin.Valu
 	case *builtin.Function:
 		switch name {
 		case "name":
-			return loc(v.Name, v.At, "name", 0)
+			return v.NameValue()
 		case "arguments":
-			return loc(v.Args(), v.At, "arguments", 1)
+			return v.ArgsValue()
 		}
 	case *builtin.ToolOutput:
 		switch name {

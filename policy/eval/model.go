@@ -26,8 +26,15 @@ type Model struct {
 	calls    []*builtin.ToolCall                 // every tool call, for linking outputs
 	callByID map[builtin.Value]*builtin.ToolCall // the most recent call with each id
 	sel      map[string]*selection
-	toolSel  map[string]*selection
-	byTool   map[string][]int // function name -> positions in Seq of calls (and outputs linked to them)
+	toolSel  map[[2]string]*selection // by function name and type name
+	byTool   map[string][]int         // function name -> positions in Seq of calls (and outputs linked to them)
+	callSlab []callAlloc              // where toolCall takes its next call from (Append)
+}
+
+// callAlloc is a tool call and its function, allocated together.
+type callAlloc struct {
+	tc builtin.ToolCall
+	fn builtin.Function
 }
 
 // selection is the cached selection of one type name over the whole trace.
@@ -38,7 +45,7 @@ type selection struct {
 
 // NewModel normalises the elements of t (already decoded by trace.Decode).
 func NewModel(t *trace.Trace) *Model {
-	m := &Model{sel: map[string]*selection{}, toolSel: map[string]*selection{}, byTool: map[string][]int{}}
+	m := &Model{sel: map[string]*selection{}, toolSel: map[[2]string]*selection{}, byTool: map[string][]int{}}
 	if t != nil {
 		n, calls := len(t.Events), 0
 		for _, e := range t.Events {
@@ -59,15 +66,33 @@ func (m *Model) Len() int { return len(m.Events) }
 // Append normalises further elements, continuing trace indices and tool
 // output linking.
 func (m *Model) Append(evs []*trace.Event) {
+	// The messages, outputs and calls of evs live as long as the model:
+	// each kind in one allocation.
+	var nmsg, nout, ncall int
+	for _, e := range evs {
+		switch e.Kind {
+		case trace.KindMessage:
+			nmsg++
+			ncall += len(e.ToolCalls)
+		case trace.KindToolOutput:
+			nout++
+		case trace.KindToolCall:
+			ncall++
+		}
+	}
+	msgs := make([]builtin.Message, nmsg)
+	outs := make([]builtin.ToolOutput, nout)
+	m.callSlab = make([]callAlloc, ncall)
 	for _, e := range evs {
 		switch e.Kind {
 		case trace.KindMessage:
 			idx := len(m.Events)
-			msg := &builtin.Message{Role: e.Role}
+			msg := &msgs[0]
+			msgs = msgs[1:]
+			msg.Role = e.Role
 			m.base(&msg.EventBase, idx, e.Metadata, e.Server)
-			msg.Content = content(e.Content, msg.At)
+			msg.Content = content(e, msg.At)
 			msg.CallsNull = e.NullToolCalls
-			builtin.LocateContent(msg)
 			m.Events = append(m.Events, msg)
 			m.Seq = append(m.Seq, msg)
 			var callsAt *builtin.Path
@@ -85,12 +110,14 @@ func (m *Model) Append(evs []*trace.Event) {
 			m.Events = append(m.Events, tc)
 		case trace.KindToolOutput:
 			idx := len(m.Events)
-			out := &builtin.ToolOutput{Role: e.Role}
+			out := &outs[0]
+			outs = outs[1:]
+			out.Role = e.Role
 			m.base(&out.EventBase, idx, e.Metadata, e.Server)
-			out.Content = content(e.Content, out.At)
+			out.Content = content(e, out.At)
 			if e.HasToolCallID {
 				if e.ToolCallID != nil {
-					out.ToolCallID = *e.ToolCallID
+					out.ToolCallID = boxed(e.Object(), "tool_call_id", *e.ToolCallID)
 				}
 			} else if n := len(m.calls); n > 0 {
 				out.ToolCallID = m.calls[n-1].ID
@@ -98,7 +125,6 @@ func (m *Model) Append(evs []*trace.Event) {
 			// the most recent call with that id (a map: scanning back
 			// through every call was quadratic)
 			out.Call = m.callByID[out.ToolCallID]
-			builtin.LocateContent(out)
 			m.Events = append(m.Events, out)
 			m.Seq = append(m.Seq, out)
 			if out.Call != nil {
@@ -118,6 +144,7 @@ func (m *Model) Append(evs []*trace.Event) {
 			}
 		}
 	}
+	m.callSlab = nil
 }
 
 func (m *Model) base(b *builtin.EventBase, idx int, md *trace.Object, server *string) {
@@ -136,11 +163,14 @@ func (m *Model) base(b *builtin.EventBase, idx int, md *trace.Object, server *st
 // toolCall converts a tool call: element i of the tool_calls list at
 // calls, or a bare call (calls nil) with its own trace index.
 func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int) *builtin.ToolCall {
-	// the call and its function object in one allocation
-	a := &struct {
-		tc builtin.ToolCall
-		fn builtin.Function
-	}{}
+	// the call and its function object in one allocation, from the slab
+	// Append made
+	var a *callAlloc
+	if len(m.callSlab) > 0 {
+		a, m.callSlab = &m.callSlab[0], m.callSlab[1:]
+	} else {
+		a = &callAlloc{}
+	}
 	tc := &a.tc
 	tc.Type = c.Type
 	m.base(&tc.EventBase, idx, c.Metadata, c.Server)
@@ -148,14 +178,13 @@ func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int)
 		tc.Path.SetIndex(calls, i)
 	}
 	if c.ID != nil {
-		tc.ID = *c.ID
+		tc.ID = boxed(c.Raw, "id", *c.ID)
 	}
 	fn := &a.fn
 	fn.Name = c.Function.Name
 	fn.Path = builtin.Path{Parent: tc.At, Seg: "function", Ord: 4}
 	fn.At = &fn.Path
-	raw := c.Function.Arguments
-	fn.LazyArguments = func() builtin.Value { return value(raw) }
+	fn.LazyFrom, fn.LazyConvert = c.Function.Arguments, value
 	if c.Function.ArgumentsRaw {
 		m.Warnings = append(m.Warnings, fmt.Sprintf("invalid tool arguments at event %d", idx))
 	}
@@ -170,12 +199,25 @@ func (m *Model) toolCall(c *trace.ToolCall, idx int, calls *builtin.Path, i int)
 	return tc
 }
 
-// content converts the content of the event at ev (its path is built only
-// for chunked content, whose chunks need it).
-func content(c trace.Content, ev *builtin.Path) builtin.Value {
+// boxed returns s, the string member key of the stored object o, as a
+// Value: the decoder's own boxed value when o holds it, so that the model
+// does not box every content and id a second time.
+func boxed(o *trace.Object, key, s string) builtin.Value {
+	if v, ok := o.Get(key); ok {
+		if vs, ok := v.(string); ok && vs == s {
+			return v
+		}
+	}
+	return s
+}
+
+// content converts the content of the event e at ev (its path is built
+// only for chunked content, whose chunks need it).
+func content(e *trace.Event, ev *builtin.Path) builtin.Value {
+	c := e.Content
 	switch c.Kind {
 	case trace.ContentText:
-		return c.Text
+		return boxed(e.Object(), "content", c.Text)
 	case trace.ContentObject:
 		return value(c.Object)
 	case trace.ContentChunks:
