@@ -29,8 +29,8 @@ func (g *Gateway) SetGlobal(gs []*Guardrail) {
 }
 
 // WatchGlobal reloads the global guardrails with load whenever one of
-// files changes (checked every interval) or hup receives, until ctx is
-// done. A load error is logged and the previous rules stay in force.
+// files changes and then stays unchanged for one interval (checked every
+// interval), or hup receives, until ctx is done. A load error is logged and the previous rules stay in force.
 // It returns at once; the watch runs in its own goroutine.
 func (g *Gateway) WatchGlobal(ctx context.Context, files []string, interval time.Duration, hup <-chan os.Signal, load func() ([]*Guardrail, error)) {
 	if interval <= 0 {
@@ -40,6 +40,11 @@ func (g *Gateway) WatchGlobal(ctx context.Context, files []string, interval time
 	go func() {
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		// A change is loaded once the files have stopped changing for one
+		// interval: an editor or a script that truncates and then writes
+		// would otherwise have its empty, half-written file loaded as
+		// the new rules.
+		pending := ""
 		for {
 			why := ""
 			select {
@@ -50,13 +55,18 @@ func (g *Gateway) WatchGlobal(ctx context.Context, files []string, interval time
 			case <-t.C:
 			}
 			now := fileStamps(files)
-			if why == "" && now == last {
-				continue
-			}
 			if why == "" {
+				if now == last {
+					pending = ""
+					continue
+				}
+				if now != pending {
+					pending = now
+					continue
+				}
 				why = "a rule file changed"
 			}
-			last = now
+			last, pending = now, ""
 			gs, err := load()
 			if err != nil {
 				g.log.Error("gateway: global guardrails not reloaded; the previous rules stay in force", "reason", why, "err", err)
