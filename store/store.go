@@ -578,6 +578,10 @@ type MonitorQueue interface {
 	// datasets with an enabled guardrail, and appends to them), else from
 	// the database. ErrNotFound when the trace is gone.
 	MonitorTrace(ctx context.Context, traceID string, n int) (*Trace, error)
+	// MonitorTraces is MonitorTrace for several traces in one round trip
+	// to the database (for the events not in memory): out[i] is trace
+	// ids[i] with its first ns[i] events, nil when the trace is gone.
+	MonitorTraces(ctx context.Context, ids []string, ns []int) ([]*Trace, error)
 	// CountMonitorJobs returns the number of queued jobs, leased or not.
 	CountMonitorJobs(ctx context.Context) (int, error)
 	// RecordMonitorError counts one failed evaluation of the guardrail

@@ -259,6 +259,40 @@ func testMonitorTrace(t *testing.T, s store.Store) {
 			}
 		}
 	}
+	// MonitorTraces: several at once, a trace twice with different
+	// lengths and one that does not exist (no guardrail on the dataset:
+	// the events come from the database).
+	other := res.Traces[1].ID
+	fullOther, err := s.GetTrace(ctx, other, true)
+	must(t, err)
+	ids := []string{id, "no-such-trace", other, id}
+	ns := []int{2, 5, 100, 5}
+	got, err := s.MonitorTraces(ctx, ids, ns)
+	must(t, err)
+	if len(got) != len(ids) || got[1] != nil {
+		t.Fatalf("MonitorTraces gave %d traces, [1] = %v", len(got), got[1])
+	}
+	for i, tr := range got {
+		if i == 1 {
+			continue
+		}
+		src := full
+		if ids[i] == other {
+			src = fullOther
+		}
+		want := src.Messages[:min(ns[i], len(src.Messages))]
+		if tr.ID != ids[i] || tr.OwnerID != u.ID || tr.DatasetID != res.Dataset.ID || tr.MessageCount != len(src.Messages) || len(tr.Messages) != len(want) {
+			t.Fatalf("MonitorTraces [%d] = trace %s owner %s with %d/%d events, want %d", i, tr.ID, tr.OwnerID, len(tr.Messages), tr.MessageCount, len(want))
+		}
+		for k, m := range tr.Messages {
+			if m.ID != want[k].ID || m.Index != want[k].Index || string(m.Data) != string(want[k].Data) || fmt.Sprint(m.NodeIDs) != fmt.Sprint(want[k].NodeIDs) {
+				t.Fatalf("MonitorTraces [%d] event %d = %+v, want %+v", i, k, m, want[k])
+			}
+		}
+	}
+	if got, err := s.MonitorTraces(ctx, nil, nil); err != nil || len(got) != 0 {
+		t.Fatalf("MonitorTraces of none = %v, %v", got, err)
+	}
 	must(t, s.DeleteTrace(ctx, id, nil))
 	_, err = s.MonitorTrace(ctx, id, 5)
 	wantErr(t, err, store.ErrNotFound)
