@@ -190,6 +190,10 @@ func (p *Pool) run(ctx context.Context) {
 					jobs[i] = c.j
 				}
 				errs := p.evaluate(ctx, jobs)
+				if ctx.Err() != nil { // stopping: all back to the queue
+					p.release(cs...)
+					continue
+				}
 				for i, c := range cs {
 					if p.process(ctx, c, errs[i]) {
 						finished <- c
@@ -244,9 +248,7 @@ func (p *Pool) run(ctx context.Context) {
 			select {
 			case work <- claims[i:min(i+chunk, len(claims))]:
 			case <-ctx.Done():
-				for _, c := range claims[i:] {
-					p.release(c)
-				}
+				p.release(claims[i:]...)
 				return
 			}
 		}
@@ -333,25 +335,35 @@ func (p *Pool) drop(c *claim) {
 	p.heldMu.Unlock()
 }
 
-// release puts a claimed job back so a restart need not wait out the
-// lease.
-func (p *Pool) release(c *claim) {
-	defer p.drop(c)
+// release puts claimed jobs back, in one transaction, so a restart need
+// not wait out their leases.
+func (p *Pool) release(cs ...*claim) {
+	if len(cs) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := p.st.RetryMonitorJob(ctx, c.j, 0, c.j.LastError); err != nil {
-		p.log.Warn("monitor: release job", "job", c.j.ID, "err", err) // its lease runs out instead
+	jobs := make([]*store.MonitorJob, len(cs))
+	for i, c := range cs {
+		c.mu.Lock()
+		jobs[i] = c.j
+	}
+	if err := p.st.ReleaseMonitorJobs(ctx, jobs); err != nil {
+		p.log.Warn("monitor: release jobs", "jobs", len(jobs), "err", err) // their leases run out instead
+	}
+	for _, c := range cs {
+		c.mu.Unlock()
+		p.drop(c)
 	}
 }
 
 // process handles the outcome err of evaluating one job (Evaluate's).
-// It returns true when the job is to be completed (done, or dropped after
-// MaxAttempts); otherwise it has retried or (on shutdown) released it.
+// It returns true when the job is to be completed (done, or dropped
+// after MaxAttempts); otherwise it has retried or (on shutdown) released
+// it.
 func (p *Pool) process(ctx context.Context, c *claim, err error) bool {
 	j := c.j
-	if ctx.Err() != nil {
+	if ctx.Err() != nil { // stopped since the chunk was evaluated
 		p.release(c)
 		return false
 	}

@@ -568,6 +568,10 @@ type MonitorQueue interface {
 	// RetryMonitorJob makes the job due again after delay, recording
 	// errText, if j still holds its lease.
 	RetryMonitorJob(ctx context.Context, j *MonitorJob, delay time.Duration, errText string) error
+	// ReleaseMonitorJobs makes the jobs that still hold their leases due
+	// again at once, in one transaction (a pool that stops puts back what
+	// it has not finished).
+	ReleaseMonitorJobs(ctx context.Context, jobs []*MonitorJob) error
 	// ExtendMonitorJob moves j's lease to now+lease if j still holds it,
 	// updating j.LeaseUntil; false when the lease passed to another
 	// worker (or the job is gone).

@@ -140,6 +140,8 @@ func testMonitorLease(t *testing.T, s store.Store) {
 	second[0] = &held
 	must(t, s.CompleteMonitorJobs(ctx, []*store.MonitorJob{first[0]}))
 	must(t, s.RetryMonitorJob(ctx, first[0], 0, "stale"))
+	must(t, s.ReleaseMonitorJobs(ctx, []*store.MonitorJob{first[0]}))
+	must(t, s.ReleaseMonitorJobs(ctx, nil))
 	if n, _ := s.CountMonitorJobs(ctx); n != 1 {
 		t.Fatalf("a stale lease completed the job (count %d)", n)
 	}
@@ -155,6 +157,24 @@ func testMonitorLease(t *testing.T, s store.Store) {
 	must(t, s.CompleteMonitorJobs(ctx, []*store.MonitorJob{second[0]}))
 	if n, _ := s.CountMonitorJobs(ctx); n != 1 {
 		t.Fatalf("count %d, want the retried job kept", n)
+	}
+
+	// released by its holder: due again at once, the same job
+	push(t, s, u.ID, "w", 1, 1)
+	third, err := s.ClaimMonitorJobs(ctx, 10, time.Hour)
+	must(t, err)
+	if len(third) != 1 || third[0].ID == second[0].ID {
+		t.Fatalf("claimed %s, want the new push's job", jobString(third))
+	}
+	must(t, s.ReleaseMonitorJobs(ctx, third))
+	fourth, err := s.ClaimMonitorJobs(ctx, 10, time.Hour)
+	must(t, err)
+	if len(fourth) != 1 || fourth[0].ID != third[0].ID {
+		t.Fatalf("after release, claimed %s, want job %d", jobString(fourth), third[0].ID)
+	}
+	must(t, s.ReleaseMonitorJobs(ctx, third)) // stale: the job stays leased
+	if got := claimAll(t, s); len(got) != 0 {
+		t.Fatalf("a stale release made the job due: %s", jobString(got))
 	}
 }
 

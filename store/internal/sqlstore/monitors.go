@@ -255,6 +255,22 @@ func (s *Store) RetryMonitorJob(ctx context.Context, j *store.MonitorJob, delay 
 	return nil
 }
 
+// ReleaseMonitorJobs implements store.MonitorQueue.
+func (s *Store) ReleaseMonitorJobs(ctx context.Context, jobs []*store.MonitorJob) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	at := micros(now())
+	var b Batch
+	for _, j := range jobs {
+		b.Exec(`UPDATE monitor_jobs SET lease_until = $3 WHERE id = $1 AND lease_until = $2`, j.ID, micros(j.LeaseUntil), at)
+	}
+	if err := s.inTx(ctx, func(tx Tx) error { return tx.RunBatch(ctx, &b) }); err != nil {
+		return fmt.Errorf("release %d monitor jobs (first: %d, trace %s): %w", len(jobs), jobs[0].ID, jobs[0].TraceID, err)
+	}
+	return nil
+}
+
 // ExtendMonitorJob implements store.MonitorQueue.
 func (s *Store) ExtendMonitorJob(ctx context.Context, j *store.MonitorJob, lease time.Duration) (bool, error) {
 	until := fromMicros(micros(now().Add(lease)))
