@@ -66,6 +66,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// claimBatch is the least number of jobs one claim takes.
+const claimBatch = 256
+
+// maxChunk is the most claimed jobs a worker takes at once (and whose
+// traces it reads together).
+const maxChunk = 32
+
 // Stats are a pool's counters since it started.
 type Stats struct {
 	Jobs          int64 // jobs completed (evaluated, or nothing to do)
@@ -169,15 +176,28 @@ type claim struct {
 // finished jobs in batches (one transaction for many jobs).
 func (p *Pool) run(ctx context.Context) {
 	defer close(p.done)
-	work := make(chan *claim)
-	finished := make(chan *claim, 4*p.opts.Workers)
+	work := make(chan []*claim)
+	// Room for two claims' worth of finished jobs: a worker never waits
+	// while the completer waits for its turn at the store's writer.
+	finished := make(chan *claim, 2*max(claimBatch, 4*p.opts.Workers))
 	var completer, workers, helpers sync.WaitGroup
 	completer.Go(func() { p.complete(finished) })
 	for range p.opts.Workers {
 		workers.Go(func() {
-			for c := range work {
-				if p.process(ctx, c) {
-					finished <- c
+			for cs := range work {
+				jobs := make([]*store.MonitorJob, len(cs))
+				for i, c := range cs {
+					jobs[i] = c.j
+				}
+				errs := p.evaluate(ctx, jobs)
+				if ctx.Err() != nil { // stopping: all back to the queue
+					p.release(cs...)
+					continue
+				}
+				for i, c := range cs {
+					if p.process(ctx, c, errs[i]) {
+						finished <- c
+					}
 				}
 			}
 		})
@@ -199,7 +219,12 @@ func (p *Pool) run(ctx context.Context) {
 		completer.Wait()
 		helpers.Wait()
 	}()
-	batch := max(4*p.opts.Workers, 16)
+	// Claims are transactions on the store's writer, which pushes and the
+	// search indexer also want (on SQLite, one writer, handed out in no
+	// fixed order): a claim takes enough jobs for several pushes of 100
+	// traces, or the queue would grow while pushes arrive and the workers
+	// wait for their turn at the writer.
+	batch := max(claimBatch, 4*p.opts.Workers)
 	backoff := p.opts.Poll
 	for ctx.Err() == nil {
 		jobs, err := p.st.ClaimMonitorJobs(ctx, batch, p.opts.Lease)
@@ -216,13 +241,14 @@ func (p *Pool) run(ctx context.Context) {
 			p.held[j.ID] = claims[i]
 		}
 		p.heldMu.Unlock()
-		for i, c := range claims {
+		// Workers take the claims in chunks, each chunk's traces read in
+		// one round trip.
+		chunk := max(1, min(maxChunk, len(claims)/p.opts.Workers))
+		for i := 0; i < len(claims); i += chunk {
 			select {
-			case work <- c:
+			case work <- claims[i:min(i+chunk, len(claims))]:
 			case <-ctx.Done():
-				for _, c := range claims[i:] {
-					p.release(c)
-				}
+				p.release(claims[i:]...)
 				return
 			}
 		}
@@ -245,7 +271,7 @@ func (p *Pool) complete(finished <-chan *claim) {
 	for c := range finished {
 		batch := []*claim{c}
 	more:
-		for len(batch) < 256 {
+		for len(batch) < cap(finished) {
 			select {
 			case c, ok := <-finished:
 				if !ok {
@@ -309,26 +335,35 @@ func (p *Pool) drop(c *claim) {
 	p.heldMu.Unlock()
 }
 
-// release puts a claimed job back so a restart need not wait out the
-// lease.
-func (p *Pool) release(c *claim) {
-	defer p.drop(c)
+// release puts claimed jobs back, in one transaction, so a restart need
+// not wait out their leases.
+func (p *Pool) release(cs ...*claim) {
+	if len(cs) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := p.st.RetryMonitorJob(ctx, c.j, 0, c.j.LastError); err != nil {
-		p.log.Warn("monitor: release job", "job", c.j.ID, "err", err) // its lease runs out instead
+	jobs := make([]*store.MonitorJob, len(cs))
+	for i, c := range cs {
+		c.mu.Lock()
+		jobs[i] = c.j
+	}
+	if err := p.st.ReleaseMonitorJobs(ctx, jobs); err != nil {
+		p.log.Warn("monitor: release jobs", "jobs", len(jobs), "err", err) // their leases run out instead
+	}
+	for _, c := range cs {
+		c.mu.Unlock()
+		p.drop(c)
 	}
 }
 
-// process evaluates one job. It returns true when the job is to be
-// completed (done, or dropped after MaxAttempts); otherwise it has retried
-// or (on shutdown) released it.
-func (p *Pool) process(ctx context.Context, c *claim) bool {
+// process handles the outcome err of evaluating one job (Evaluate's).
+// It returns true when the job is to be completed (done, or dropped
+// after MaxAttempts); otherwise it has retried or (on shutdown) released
+// it.
+func (p *Pool) process(ctx context.Context, c *claim, err error) bool {
 	j := c.j
-	err := p.Evaluate(ctx, j)
-	if ctx.Err() != nil {
+	if ctx.Err() != nil { // stopped since the chunk was evaluated
 		p.release(c)
 		return false
 	}
@@ -394,20 +429,47 @@ func (p *Pool) guardrails(ctx context.Context, j *store.MonitorJob) ([]*store.Gu
 // failed (counted on its guardrail); a store error otherwise, after which
 // the job should be retried.
 func (p *Pool) Evaluate(ctx context.Context, j *store.MonitorJob) error {
-	gs, err := p.guardrails(ctx, j)
-	if err != nil {
-		return err
+	return p.evaluate(ctx, []*store.MonitorJob{j})[0]
+}
+
+// evaluate is Evaluate of several jobs, their traces read in one round
+// trip (store.MonitorTraces): errs[i] is the outcome of jobs[i].
+func (p *Pool) evaluate(ctx context.Context, jobs []*store.MonitorJob) []error {
+	errs := make([]error, len(jobs))
+	gss := make([][]*store.Guardrail, len(jobs))
+	var ids []string
+	var ns, which []int
+	for i, j := range jobs {
+		gs, err := p.guardrails(ctx, j)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if len(gs) == 0 {
+			continue
+		}
+		gss[i] = gs
+		ids, ns, which = append(ids, j.TraceID), append(ns, j.To), append(which, i)
 	}
-	if len(gs) == 0 {
-		return nil
+	if len(ids) == 0 {
+		return errs
 	}
-	st, err := p.st.MonitorTrace(ctx, j.TraceID, j.To)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil // deleted since
+	ts, err := p.st.MonitorTraces(ctx, ids, ns)
+	for k, i := range which {
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("read trace %s: %w", jobs[i].TraceID, err)
+		case ts[k] == nil: // deleted since
+		default:
+			errs[i] = p.evaluateTrace(ctx, jobs[i], gss[i], ts[k])
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("read trace %s: %w", j.TraceID, err)
-	}
+	return errs
+}
+
+// evaluateTrace evaluates job j with the guardrails gs on st, its trace
+// with (at least) its first j.To events.
+func (p *Pool) evaluateTrace(ctx context.Context, j *store.MonitorJob, gs []*store.Guardrail, st *store.Trace) error {
 	to := min(j.To, len(st.Messages))
 	from := min(j.From, to)
 	if from == to {
@@ -457,9 +519,12 @@ func (p *Pool) Evaluate(ctx context.Context, j *store.MonitorJob) error {
 				return err
 			}
 		}
-		src := Source{MonitorID: g.ID, Monitor: g.Name, Severity: g.Severity,
-			Context: marshal(map[string]any{"source": "monitor", "guardrail": map[string]any{"id": g.ID, "name": g.Name, "version": g.Version}})}
+		var src Source // made for the first violation
 		for _, v := range res.Errors {
+			if src.MonitorID == "" {
+				src = Source{MonitorID: g.ID, Monitor: g.Name, Severity: g.Severity,
+					Context: marshal(map[string]any{"source": "monitor", "guardrail": map[string]any{"id": g.ID, "name": g.Name, "version": g.Version}})}
+			}
 			if ev == nil {
 				nodeIDs := make([][]string, to)
 				for i := range nodeIDs {

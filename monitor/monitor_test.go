@@ -312,3 +312,36 @@ func TestInvalidTraceCompletes(t *testing.T) {
 		}
 	})
 }
+
+// TestStopReleasesClaims: a pool stopped with jobs claimed (a claim takes
+// up to 256) leaves none of them leased: every job not completed is due
+// again at once, for the next process.
+func TestStopReleasesClaims(t *testing.T) {
+	eachStore(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		f.guardrail(t, "bad", "raise \"bad\" if:\n    (msg: Message)\n    \"bad\" in msg.content\n", "", true)
+		var traces [][]store.Message
+		for i := range 300 {
+			traces = append(traces, msgs(fmt.Sprint("t", i), "user: hello", "assistant: fine"))
+		}
+		f.push(t, traces...)
+		p := Start(st, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		deadline := time.Now().Add(10 * time.Second)
+		for p.Stats().Jobs == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		p.Stop()
+		left, err := st.CountMonitorJobs(t.Context())
+		must(t, err)
+		due, err := st.ClaimMonitorJobs(t.Context(), 1000, time.Hour)
+		must(t, err)
+		if len(due) != left {
+			t.Fatalf("after Stop, %d jobs queued but %d due: the others are still leased", left, len(due))
+		}
+		done := p.Stats().Jobs
+		if int(done)+left != 300 {
+			t.Fatalf("%d jobs done and %d left, want 300 in all", done, left)
+		}
+		t.Logf("%d jobs done, %d put back", done, left)
+	})
+}

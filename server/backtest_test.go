@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/vigilhq/vigil/client"
+	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/store"
 )
 
@@ -647,4 +648,33 @@ func FuzzBacktestBody(f *testing.F) {
 			t.Fatalf("%d %q for %q", w.Code, w.Body, body)
 		}
 	})
+}
+
+// TestBacktestCleanFrame: the directly written frame of a clean trace is
+// the one encoding/json writes for it.
+func TestBacktestCleanFrame(t *testing.T) {
+	for _, tc := range []struct {
+		id    string
+		index int64
+	}{{"01a21692-6335-7000-93c8-eaf9df50ae9a", 0}, {"x", 123456789}, {"a b~", -1}} {
+		if !plainJSONString(tc.id) {
+			t.Fatalf("%q is not plain", tc.id)
+		}
+		no := false
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(backtestFrame{TraceID: tc.id, Index: tc.index, Status: "success", Triggered: &no, Errors: []policy.Violation{}}); err != nil {
+			t.Fatal(err)
+		}
+		want := "data: " + strings.TrimSuffix(buf.String(), "\n") + "\n\n"
+		if got := string(appendCleanFrame(nil, tc.id, tc.index)); got != want {
+			t.Errorf("frame %q, want %q", got, want)
+		}
+	}
+	for _, s := range []string{`a"b`, `a\b`, "a\nb", "é", "a\u2028", "\x7f"} {
+		if plainJSONString(s) {
+			t.Errorf("%q is plain", s)
+		}
+	}
 }

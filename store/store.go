@@ -293,8 +293,9 @@ type Traces interface {
 	// IterTraces, each with its events as one JSON array (the stored
 	// event data in index order, what trace.Decode reads) instead of
 	// Messages, and without annotations: one row per trace, the form
-	// analysing a whole dataset (backtests) reads fastest.
-	// opt.OnlyAnnotated and opt.IDs filter as for IterTraces.
+	// analysing a whole dataset (backtests) reads fastest. Of each Trace
+	// only ID, DatasetID, Index, OwnerID, Metadata and MessageCount are
+	// read. opt.OnlyAnnotated and opt.IDs filter as for IterTraces.
 	IterTraceEvents(ctx context.Context, datasetID string, opt IterOptions) iter.Seq2[*TraceEvents, error]
 	// UpdateTrace applies up to the trace and returns it without messages.
 	// ErrNotFound when absent.
@@ -567,6 +568,10 @@ type MonitorQueue interface {
 	// RetryMonitorJob makes the job due again after delay, recording
 	// errText, if j still holds its lease.
 	RetryMonitorJob(ctx context.Context, j *MonitorJob, delay time.Duration, errText string) error
+	// ReleaseMonitorJobs makes the jobs that still hold their leases due
+	// again at once, in one transaction (a pool that stops puts back what
+	// it has not finished).
+	ReleaseMonitorJobs(ctx context.Context, jobs []*MonitorJob) error
 	// ExtendMonitorJob moves j's lease to now+lease if j still holds it,
 	// updating j.LeaseUntil; false when the lease passed to another
 	// worker (or the job is gone).
@@ -577,6 +582,10 @@ type MonitorQueue interface {
 	// datasets with an enabled guardrail, and appends to them), else from
 	// the database. ErrNotFound when the trace is gone.
 	MonitorTrace(ctx context.Context, traceID string, n int) (*Trace, error)
+	// MonitorTraces is MonitorTrace for several traces in one round trip
+	// to the database (for the events not in memory): out[i] is trace
+	// ids[i] with its first ns[i] events, nil when the trace is gone.
+	MonitorTraces(ctx context.Context, ids []string, ns []int) ([]*Trace, error)
 	// CountMonitorJobs returns the number of queued jobs, leased or not.
 	CountMonitorJobs(ctx context.Context) (int, error)
 	// RecordMonitorError counts one failed evaluation of the guardrail

@@ -140,6 +140,8 @@ func testMonitorLease(t *testing.T, s store.Store) {
 	second[0] = &held
 	must(t, s.CompleteMonitorJobs(ctx, []*store.MonitorJob{first[0]}))
 	must(t, s.RetryMonitorJob(ctx, first[0], 0, "stale"))
+	must(t, s.ReleaseMonitorJobs(ctx, []*store.MonitorJob{first[0]}))
+	must(t, s.ReleaseMonitorJobs(ctx, nil))
 	if n, _ := s.CountMonitorJobs(ctx); n != 1 {
 		t.Fatalf("a stale lease completed the job (count %d)", n)
 	}
@@ -155,6 +157,24 @@ func testMonitorLease(t *testing.T, s store.Store) {
 	must(t, s.CompleteMonitorJobs(ctx, []*store.MonitorJob{second[0]}))
 	if n, _ := s.CountMonitorJobs(ctx); n != 1 {
 		t.Fatalf("count %d, want the retried job kept", n)
+	}
+
+	// released by its holder: due again at once, the same job
+	push(t, s, u.ID, "w", 1, 1)
+	third, err := s.ClaimMonitorJobs(ctx, 10, time.Hour)
+	must(t, err)
+	if len(third) != 1 || third[0].ID == second[0].ID {
+		t.Fatalf("claimed %s, want the new push's job", jobString(third))
+	}
+	must(t, s.ReleaseMonitorJobs(ctx, third))
+	fourth, err := s.ClaimMonitorJobs(ctx, 10, time.Hour)
+	must(t, err)
+	if len(fourth) != 1 || fourth[0].ID != third[0].ID {
+		t.Fatalf("after release, claimed %s, want job %d", jobString(fourth), third[0].ID)
+	}
+	must(t, s.ReleaseMonitorJobs(ctx, third)) // stale: the job stays leased
+	if got := claimAll(t, s); len(got) != 0 {
+		t.Fatalf("a stale release made the job due: %s", jobString(got))
 	}
 }
 
@@ -258,6 +278,40 @@ func testMonitorTrace(t *testing.T, s store.Store) {
 				t.Fatalf("MonitorTrace(%d) event %d = %+v, want %+v", n, i, m, want[i])
 			}
 		}
+	}
+	// MonitorTraces: several at once, a trace twice with different
+	// lengths and one that does not exist (no guardrail on the dataset:
+	// the events come from the database).
+	other := res.Traces[1].ID
+	fullOther, err := s.GetTrace(ctx, other, true)
+	must(t, err)
+	ids := []string{id, "no-such-trace", other, id}
+	ns := []int{2, 5, 100, 5}
+	got, err := s.MonitorTraces(ctx, ids, ns)
+	must(t, err)
+	if len(got) != len(ids) || got[1] != nil {
+		t.Fatalf("MonitorTraces gave %d traces, [1] = %v", len(got), got[1])
+	}
+	for i, tr := range got {
+		if i == 1 {
+			continue
+		}
+		src := full
+		if ids[i] == other {
+			src = fullOther
+		}
+		want := src.Messages[:min(ns[i], len(src.Messages))]
+		if tr.ID != ids[i] || tr.OwnerID != u.ID || tr.DatasetID != res.Dataset.ID || tr.MessageCount != len(src.Messages) || len(tr.Messages) != len(want) {
+			t.Fatalf("MonitorTraces [%d] = trace %s owner %s with %d/%d events, want %d", i, tr.ID, tr.OwnerID, len(tr.Messages), tr.MessageCount, len(want))
+		}
+		for k, m := range tr.Messages {
+			if m.ID != want[k].ID || m.Index != want[k].Index || string(m.Data) != string(want[k].Data) || fmt.Sprint(m.NodeIDs) != fmt.Sprint(want[k].NodeIDs) {
+				t.Fatalf("MonitorTraces [%d] event %d = %+v, want %+v", i, k, m, want[k])
+			}
+		}
+	}
+	if got, err := s.MonitorTraces(ctx, nil, nil); err != nil || len(got) != 0 {
+		t.Fatalf("MonitorTraces of none = %v, %v", got, err)
 	}
 	must(t, s.DeleteTrace(ctx, id, nil))
 	_, err = s.MonitorTrace(ctx, id, 5)

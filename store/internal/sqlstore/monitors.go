@@ -90,32 +90,85 @@ type recentWrite struct {
 	msgs []store.Message
 }
 
-// MonitorTrace implements store.MonitorQueue: the events from the recent
-// writes of this process when it has them (with the few trace columns a
-// monitor reads: whether it still exists, its owner, dataset, metadata and
-// length), else the whole trace from the database.
+// MonitorTrace implements store.MonitorQueue: MonitorTraces of one trace.
 func (s *Store) MonitorTrace(ctx context.Context, traceID string, n int) (*store.Trace, error) {
-	if msgs, ok := s.recent.get(traceID, n); ok {
-		t := &store.Trace{ID: traceID}
-		var ds *string
-		var md string
-		if err := s.b.Reader().QueryRow(ctx, `SELECT dataset_id, owner_id, metadata, message_count FROM traces WHERE id = $1`, traceID).
-			Scan(&ds, &t.OwnerID, &md, &t.MessageCount); err != nil {
-			return nil, notFound(err, "trace "+traceID)
-		}
-		t.DatasetID, t.Metadata = str(ds), json.RawMessage(md)
-		t.Messages = msgs[:min(n, t.MessageCount)]
-		return t, nil
-	}
-	t, err := scanTrace(s.b.Reader().QueryRow(ctx, `SELECT `+traceCols+` FROM traces WHERE id = $1`, traceID))
+	ts, err := s.MonitorTraces(ctx, []string{traceID}, []int{n})
 	if err != nil {
-		return nil, notFound(err, "trace "+traceID)
-	}
-	if err := s.loadMessages(ctx, []*store.Trace{t}); err != nil {
 		return nil, err
 	}
-	t.Messages = t.Messages[:min(n, len(t.Messages))]
-	return t, nil
+	if ts[0] == nil {
+		return nil, fmt.Errorf("trace %s: %w", traceID, store.ErrNotFound)
+	}
+	return ts[0], nil
+}
+
+// MonitorTraces implements store.MonitorQueue: one query for the few
+// trace columns a monitor reads (whether it still exists, its owner,
+// dataset, metadata and length) of every trace, the events from the
+// recent writes of this process when it has them, and one query for the
+// events of all the others.
+func (s *Store) MonitorTraces(ctx context.Context, ids []string, ns []int) ([]*store.Trace, error) {
+	if len(ids) != len(ns) {
+		return nil, fmt.Errorf("monitor traces: %d ids but %d lengths", len(ids), len(ns))
+	}
+	out := make([]*store.Trace, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	byID := make(map[string]*store.Trace, len(ids))
+	need := make(map[string]int, len(ids)) // the most events a job of the trace reads
+	uniq := make([]string, 0, len(ids))
+	for i, id := range ids {
+		if _, ok := byID[id]; !ok {
+			byID[id] = nil
+			uniq = append(uniq, id)
+		}
+		need[id] = max(need[id], ns[i])
+	}
+	rows, err := s.b.Reader().Query(ctx, `SELECT id, dataset_id, owner_id, metadata, message_count FROM traces WHERE `+s.b.In("id", 1), s.b.ListArg(uniq))
+	if err != nil {
+		return nil, fmt.Errorf("monitor traces: %w", err)
+	}
+	for rows.Next() {
+		t := &store.Trace{}
+		var ds *string
+		var md []byte
+		if err := rows.Scan(&t.ID, &ds, &t.OwnerID, &md, &t.MessageCount); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("monitor traces: %w", err)
+		}
+		t.DatasetID, t.Metadata = str(ds), json.RawMessage(md)
+		byID[t.ID] = t
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("monitor traces: %w", err)
+	}
+	var load []*store.Trace // not in memory: read from the database
+	for _, id := range uniq {
+		t := byID[id]
+		if t == nil {
+			continue
+		}
+		if msgs, ok := s.recent.get(id, min(need[id], t.MessageCount)); ok {
+			t.Messages = msgs
+		} else {
+			load = append(load, t)
+		}
+	}
+	if err := s.loadMessages(ctx, load); err != nil {
+		return nil, err
+	}
+	for i, id := range ids {
+		t := byID[id]
+		if t == nil {
+			continue // gone
+		}
+		c := *t // each job its own prefix
+		c.Messages = t.Messages[:min(ns[i], len(t.Messages)):min(ns[i], len(t.Messages))]
+		out[i] = &c
+	}
+	return out, nil
 }
 
 const monitorJobCols = `id, dataset_id, trace_id, from_idx, to_idx, ruleset_version, attempts, last_error, lease_until, time_created`
@@ -198,6 +251,22 @@ func (s *Store) RetryMonitorJob(ctx context.Context, j *store.MonitorJob, delay 
 	if _, err := s.b.Writer().Exec(ctx, `UPDATE monitor_jobs SET lease_until = $3, last_error = $4 WHERE id = $1 AND lease_until = $2`,
 		j.ID, micros(j.LeaseUntil), micros(due), cleanText(errText)); err != nil {
 		return fmt.Errorf("retry monitor job %d (trace %s): %w", j.ID, j.TraceID, err)
+	}
+	return nil
+}
+
+// ReleaseMonitorJobs implements store.MonitorQueue.
+func (s *Store) ReleaseMonitorJobs(ctx context.Context, jobs []*store.MonitorJob) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	at := micros(now())
+	var b Batch
+	for _, j := range jobs {
+		b.Exec(`UPDATE monitor_jobs SET lease_until = $3 WHERE id = $1 AND lease_until = $2`, j.ID, micros(j.LeaseUntil), at)
+	}
+	if err := s.inTx(ctx, func(tx Tx) error { return tx.RunBatch(ctx, &b) }); err != nil {
+		return fmt.Errorf("release %d monitor jobs (first: %d, trace %s): %w", len(jobs), jobs[0].ID, jobs[0].TraceID, err)
 	}
 	return nil
 }

@@ -268,7 +268,7 @@ func (s *Store) IterTraces(ctx context.Context, datasetID string, opt store.Iter
 // IterTraceEvents implements store.Traces: per page one query, each
 // trace's events joined in index order by the database (string_agg, in
 // SQLite since 3.44 and in PostgreSQL), so a trace is one row, not one per
-// event.
+// event, and only the trace columns an analysis needs (traceEventCols).
 func (s *Store) IterTraceEvents(ctx context.Context, datasetID string, opt store.IterOptions) iter.Seq2[*store.TraceEvents, error] {
 	size := opt.PageSize
 	if size <= 0 {
@@ -277,8 +277,7 @@ func (s *Store) IterTraceEvents(ctx context.Context, datasetID string, opt store
 	return func(yield func(*store.TraceEvents, error) bool) {
 		after := int64(-1)
 		for {
-			q, args := s.iterPage(traceCols+`, '[' || coalesce((SELECT string_agg(m.data, ',' ORDER BY m.idx) FROM messages m WHERE m.trace_id = traces.id), '') || ']'`,
-				datasetID, after, size, opt)
+			q, args := s.iterPage(traceEventCols+`, `+s.eventsAgg(), datasetID, after, size, opt)
 			page, err := s.queryTraceEvents(ctx, q, args...)
 			if err != nil {
 				yield(nil, fmt.Errorf("read dataset %s: %w", datasetID, err))
@@ -302,6 +301,25 @@ func (s *Store) IterTraceEvents(ctx context.Context, datasetID string, opt store
 	}
 }
 
+// eventsAgg is the expression of a traces row's events as one JSON array
+// text, in index order. SQLite aggregates the rows of a subquery ordered
+// by the primary key (trace_id, idx), which its planner reads in that
+// order without sorting (an aggregate's own ORDER BY always sorts there,
+// a quarter of the read's cost; a subquery with ORDER BY under an
+// aggregate is never flattened, so its order is the aggregate's input
+// order). PostgreSQL keeps the aggregate's ORDER BY, the order it
+// guarantees.
+func (s *Store) eventsAgg() string {
+	if s.b.Kind() == "sqlite" {
+		return `'[' || coalesce((SELECT string_agg(m.data, ',') FROM (SELECT data FROM messages WHERE trace_id = traces.id ORDER BY idx) m), '') || ']'`
+	}
+	return `'[' || coalesce((SELECT string_agg(m.data, ',' ORDER BY m.idx) FROM messages m WHERE m.trace_id = traces.id), '') || ']'`
+}
+
+// traceEventCols are the columns IterTraceEvents reads of each trace:
+// what analysing its events needs, not the whole row.
+const traceEventCols = `id, dataset_id, idx, owner_id, metadata, message_count`
+
 func (s *Store) queryTraceEvents(ctx context.Context, q string, args ...any) ([]*store.TraceEvents, error) {
 	rows, err := s.b.Reader().Query(ctx, q, args...)
 	if err != nil {
@@ -310,16 +328,14 @@ func (s *Store) queryTraceEvents(ctx context.Context, q string, args ...any) ([]
 	defer rows.Close()
 	var out []*store.TraceEvents
 	for rows.Next() {
-		var x traceScan
-		var events []byte
-		if err := rows.Scan(append(x.dest(), &events)...); err != nil {
+		t := &store.Trace{}
+		var ds *string
+		var md, events []byte
+		if err := rows.Scan(&t.ID, &ds, &t.Index, &t.OwnerID, &md, &t.MessageCount, &events); err != nil {
 			return nil, fmt.Errorf("list trace events: %w", err)
 		}
-		t, err := x.finish()
-		if err != nil {
-			return nil, fmt.Errorf("list trace events: %w", err)
-		}
-		out = append(out, &store.TraceEvents{Trace: t, Events: events}) // the driver's copy, ours to keep
+		t.DatasetID, t.Metadata = str(ds), json.RawMessage(md)
+		out = append(out, &store.TraceEvents{Trace: t, Events: events}) // the driver's copies, ours to keep
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list trace events: %w", err)
