@@ -150,6 +150,13 @@ func streamFinal(extra json.RawMessage) bool {
 type RecordOptions struct {
 	QueueSize int  // default 10000
 	Block     bool // on_full block: wait up to 1 s, then drop
+	// Linger is the longest a queued record waits for others to share
+	// its write (default 200ms); Quiet ends the wait early once no
+	// record arrived for that long (default 2ms). Writing many calls in
+	// one transaction amortises the commit (an fsync under
+	// synchronous=FULL), and writing when the gateway is quiet keeps the
+	// writer off the core that serves the next request.
+	Linger, Quiet time.Duration
 }
 
 // IngestRecorder writes records through an Ingester from one writer
@@ -168,6 +175,9 @@ type IngestRecorder struct {
 	mu      sync.Mutex
 	idle    *sync.Cond
 	pending int
+	// kick asks the writer to write what it holds now (Flush).
+	kick          chan struct{}
+	linger, quiet time.Duration
 	// finishRun finishes a trace's run (the server's, with its ledger
 	// close); nil: runs are left open.
 	finishRun func(ctx context.Context, traceID string) error
@@ -181,7 +191,14 @@ func NewIngestRecorder(ing *ingest.Ingester, st store.Store, log *slog.Logger, o
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &IngestRecorder{ing: ing, st: st, log: log, q: make(chan *Record, o.QueueSize), block: o.Block, done: make(chan struct{})}
+	if o.Linger <= 0 {
+		o.Linger = 200 * time.Millisecond
+	}
+	if o.Quiet <= 0 {
+		o.Quiet = 2 * time.Millisecond
+	}
+	r := &IngestRecorder{ing: ing, st: st, log: log, q: make(chan *Record, o.QueueSize), block: o.Block, done: make(chan struct{}),
+		kick: make(chan struct{}, 1), linger: o.Linger, quiet: o.Quiet}
 	r.idle = sync.NewCond(&r.mu)
 	go r.run()
 	return r
@@ -226,6 +243,10 @@ func (r *IngestRecorder) finished() {
 
 // Flush waits until every queued record is written.
 func (r *IngestRecorder) Flush() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 	r.mu.Lock()
 	for r.pending > 0 {
 		r.idle.Wait()
@@ -245,39 +266,98 @@ func (r *IngestRecorder) Close() {
 	<-r.done
 }
 
-// run writes records in order. What is queued when it looks (up to 100
-// records) is one batch: consecutive new traces of one owner and dataset
-// go into one push transaction.
+// maxBatch is the most records the writer takes at once, and
+// txRecords the most new traces it pushes in one transaction: between
+// two transactions it lets the gateway's requests run.
+const (
+	maxBatch  = 1024
+	txRecords = 128
+)
+
+// run writes records in order. A record waits up to linger for others
+// (until quiet passes with no new record, the batch is full or Flush
+// asks): consecutive new traces of one owner and dataset go into one
+// push transaction, so that the commit is paid once for many calls.
 func (r *IngestRecorder) run() {
 	defer close(r.done)
-	for rec := range r.q {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	closed := false
+	for !closed {
+		rec, ok := <-r.q
+		if !ok {
+			return
+		}
 		batch := []*Record{rec}
-	drain:
-		for len(batch) < 100 {
+		deadline := time.Now().Add(r.linger)
+	collect:
+		for len(batch) < maxBatch {
+			// Take what is already queued without a timer.
 			select {
 			case x, ok := <-r.q:
 				if !ok {
-					break drain
+					closed = true
+					break collect
 				}
 				batch = append(batch, x)
+				continue
+			case <-r.kick:
+				break collect
 			default:
-				break drain
 			}
-		}
-		for _, x := range batch {
-			if x.Finish != nil {
-				x.Finish(x)
+			wait := min(r.quiet, time.Until(deadline))
+			if wait <= 0 {
+				break
 			}
-		}
-		for i := 0; i < len(batch); {
-			j := i + 1
-			if batch[i].New {
-				for j < len(batch) && batch[j].New && batch[j].Identity.UserID == batch[i].Identity.UserID && batch[j].Dataset == batch[i].Dataset {
-					j++
+			t.Reset(wait)
+			select {
+			case x, ok := <-r.q:
+				t.Stop()
+				if !ok {
+					closed = true
+					break collect
 				}
+				batch = append(batch, x)
+			case <-r.kick:
+				t.Stop()
+				break collect
+			case <-t.C:
+				break collect
 			}
-			r.writeAll(batch[i:j])
-			i = j
+		}
+		r.writeBatch(batch)
+	}
+	// Closed: write what is left.
+	var rest []*Record
+	for x := range r.q {
+		rest = append(rest, x)
+	}
+	if len(rest) > 0 {
+		r.writeBatch(rest)
+	}
+}
+
+// writeBatch runs the records' logging rules and writes them in order.
+func (r *IngestRecorder) writeBatch(batch []*Record) {
+	for _, x := range batch {
+		if x.Finish != nil {
+			x.Finish(x)
+		}
+	}
+	for i := 0; i < len(batch); {
+		j := i + 1
+		if batch[i].New && !batch[i].FinishRun {
+			for j < len(batch) && j-i < txRecords && batch[j].New && !batch[j].FinishRun &&
+				batch[j].Identity.UserID == batch[i].Identity.UserID && batch[j].Dataset == batch[i].Dataset {
+				j++
+			}
+		}
+		r.writeAll(batch[i:j])
+		i = j
+		if i < len(batch) {
+			// Let requests that arrived meanwhile run: a sleep (unlike
+			// Gosched) lets the scheduler poll the network.
+			time.Sleep(20 * time.Microsecond)
 		}
 	}
 }
