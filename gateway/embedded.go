@@ -208,7 +208,13 @@ func NewIngestRecorder(ing *ingest.Ingester, st store.Store, log *slog.Logger, o
 func (r *IngestRecorder) Record(rec *Record) bool {
 	r.mu.Lock()
 	r.pending++
+	depth := int64(r.pending)
 	r.mu.Unlock()
+	// The queue depth: records handed over and not yet written (queued,
+	// or in the writer's batch).
+	if depth > r.maxLen.Load() {
+		r.maxLen.Store(depth)
+	}
 	ok := false
 	select {
 	case r.q <- rec:
@@ -221,9 +227,6 @@ func (r *IngestRecorder) Record(rec *Record) bool {
 			case <-time.After(time.Second):
 			}
 		}
-	}
-	if n := int64(len(r.q)); n > r.maxLen.Load() {
-		r.maxLen.Store(n)
 	}
 	if !ok {
 		r.dropped.Add(1)
@@ -258,6 +261,14 @@ func (r *IngestRecorder) Flush() {
 // (vigil_trace_write_dropped_total) and the largest queue depth seen.
 func (r *IngestRecorder) Stats() (written, dropped uint64, maxQueue int64) {
 	return r.written.Load(), r.dropped.Load(), r.maxLen.Load()
+}
+
+// RecorderStats returns the recorder's counters (RecorderStats).
+func (r *IngestRecorder) RecorderStats() RecordStats {
+	r.mu.Lock()
+	pending := r.pending
+	r.mu.Unlock()
+	return RecordStats{Written: r.written.Load(), Dropped: r.dropped.Load(), MaxQueue: r.maxLen.Load(), Pending: pending}
 }
 
 // Close writes what is queued and stops the writer.
