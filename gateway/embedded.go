@@ -152,7 +152,7 @@ type RecordOptions struct {
 	Block     bool // on_full block: wait up to 1 s, then drop
 	// Linger is the longest a queued record waits for others to share
 	// its write (default 200ms); Quiet ends the wait early once no
-	// record arrived for that long (default 5ms). Writing many calls in
+	// record arrived for that long (default 20ms). Writing many calls in
 	// one transaction amortises the commit (an fsync under
 	// synchronous=FULL), and writing when the gateway is quiet keeps the
 	// writer off the core that serves the next request.
@@ -195,7 +195,7 @@ func NewIngestRecorder(ing *ingest.Ingester, st store.Store, log *slog.Logger, o
 		o.Linger = 200 * time.Millisecond
 	}
 	if o.Quiet <= 0 {
-		o.Quiet = 5 * time.Millisecond
+		o.Quiet = 20 * time.Millisecond
 	}
 	r := &IngestRecorder{ing: ing, st: st, log: log, q: make(chan *Record, o.QueueSize), block: o.Block, done: make(chan struct{}),
 		kick: make(chan struct{}, 1), linger: o.Linger, quiet: o.Quiet}
