@@ -136,7 +136,7 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 		return
 	}
 	// Body (spec §4.2).
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.MaxRequestBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, g.opts.MaxRequestBytes), r.ContentLength, g.opts.MaxRequestBytes)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -362,7 +362,7 @@ func (c *call) dispatch(req *http.Request, out chan<- upstreamResult) {
 	res := upstreamResult{resp: resp, firstByte: time.Now()}
 	c.upFirst = res.firstByte
 	if !c.stream || resp.StatusCode < 200 || resp.StatusCode > 299 {
-		res.body, res.err = io.ReadAll(resp.Body)
+		res.body, res.err = readAll(resp.Body, resp.ContentLength, 64<<20)
 		c.upEnd = time.Now()
 		if res.err != nil {
 			resp.Body.Close()
@@ -370,6 +370,30 @@ func (c *call) dispatch(req *http.Request, out chan<- upstreamResult) {
 		}
 	}
 	out <- res
+}
+
+// readAll reads r to the end into a buffer sized for n bytes (a
+// Content-Length, -1 when unknown; at most limit preallocated), so that
+// a body of known length is read without the buffer regrowing.
+func readAll(r io.Reader, n, limit int64) ([]byte, error) {
+	if n <= 0 || n > limit {
+		return io.ReadAll(r)
+	}
+	// One more byte, so that the read that sees EOF does not grow it.
+	b := make([]byte, 0, n+1)
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than announced: let append grow it
+		}
+	}
 }
 
 // inputBlockedWait waits for the cancelled dispatch to return (the
