@@ -336,9 +336,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// 6. Recording (spec §11.6): what the gateway's recorder wrote and
 	// dropped during the run, its largest queue depth, and the time from
 	// the last response to the last record written.
-	if recOK {
+	if rec1, _ := recorderStats(hc, *gw); recOK && (rec1.Written > rec0.Written || rec1.Dropped > rec0.Dropped || rec1.Pending > 0) {
 		end := time.Now()
-		rec1, _ := recorderStats(hc, *gw)
 		for rec1.Pending > 0 && time.Since(end) < 60*time.Second {
 			time.Sleep(5 * time.Millisecond)
 			rec1, _ = recorderStats(hc, *gw)
