@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -357,13 +358,24 @@ func (r *IngestRecorder) writeBatch(batch []*Record) {
 	}
 	for i := 0; i < len(batch); {
 		j := i + 1
-		if batch[i].New && !batch[i].FinishRun {
+		switch {
+		case batch[i].New && !batch[i].FinishRun:
 			for j < len(batch) && j-i < txRecords && batch[j].New && !batch[j].FinishRun &&
 				batch[j].Identity.UserID == batch[i].Identity.UserID && batch[j].Dataset == batch[i].Dataset {
 				j++
 			}
+			r.writeAll(batch[i:j])
+		case !batch[i].FinishRun:
+			// Appends to distinct traces (a trace once per transaction).
+			seen := map[string]bool{batch[i].TraceID: true}
+			for j < len(batch) && j-i < txRecords && !batch[j].New && !batch[j].FinishRun && !seen[batch[j].TraceID] {
+				seen[batch[j].TraceID] = true
+				j++
+			}
+			r.appendAll(batch[i:j])
+		default:
+			r.writeAll(batch[i:j])
 		}
-		r.writeAll(batch[i:j])
 		i = j
 		if i < len(batch) {
 			// Let requests that arrived meanwhile run: a sleep (unlike
@@ -397,6 +409,91 @@ func (r *IngestRecorder) writeAll(recs []*Record) {
 			r.written.Add(1)
 		}
 	}
+}
+
+// appendAll writes records that append to distinct existing traces
+// (their events and metadata patches) in one AppendMany transaction. A
+// record that cannot be prepared, or whose trace the transaction could
+// not append to, is written on its own as write does (which reports its
+// error); when the transaction fails as a whole every record is.
+func (r *IngestRecorder) appendAll(recs []*Record) {
+	if len(recs) == 1 {
+		r.writeAll(recs)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := time.Now()
+	var reqs []ingest.AppendRequest
+	var batched, alone []*Record
+	for _, rec := range recs {
+		req, err := r.prepareAppend(ctx, rec, now)
+		if err != nil {
+			alone = append(alone, rec)
+			continue
+		}
+		reqs = append(reqs, req)
+		batched = append(batched, rec)
+	}
+	if len(reqs) > 0 {
+		outs, err := r.ing.AppendMany(ctx, reqs)
+		if err != nil {
+			alone = append(alone, batched...)
+		} else {
+			for i, o := range outs {
+				rec := batched[i]
+				if o.Err != nil {
+					alone = append(alone, rec)
+					continue
+				}
+				if err := r.storeFindings(ctx, rec); err != nil {
+					r.log.Error("gateway: store findings", "call_id", rec.CallID, "trace_id", rec.TraceID, "err", err)
+				}
+				r.written.Add(1)
+				r.finished()
+			}
+		}
+	}
+	// In order, each on its own.
+	slices.SortStableFunc(alone, func(a, b *Record) int { return slices.Index(recs, a) - slices.Index(recs, b) })
+	for _, rec := range alone {
+		r.writeAll([]*Record{rec})
+	}
+}
+
+// prepareAppend reads the trace rec appends to and prepares its events
+// and metadata patch as one AppendMany request.
+func (r *IngestRecorder) prepareAppend(ctx context.Context, rec *Record, now time.Time) (ingest.AppendRequest, error) {
+	md, err := json.Marshal(rec.Metadata)
+	if err != nil {
+		return ingest.AppendRequest{}, err
+	}
+	t, err := r.st.GetTrace(ctx, rec.TraceID, false)
+	if err != nil {
+		return ingest.AppendRequest{}, fmt.Errorf("trace %s: %w", rec.TraceID, err)
+	}
+	req := ingest.AppendRequest{Trace: t, Time: now, MetadataMerge: md}
+	if len(rec.Events) == 0 {
+		return req, nil
+	}
+	ids, err := r.st.MessageIDs(ctx, rec.TraceID)
+	if err != nil {
+		return ingest.AppendRequest{}, fmt.Errorf("trace %s: %w", rec.TraceID, err)
+	}
+	t.Messages = make([]store.Message, len(ids))
+	for i, id := range ids {
+		t.Messages[i] = store.Message{ID: id, Index: i}
+	}
+	events, err := json.Marshal(rec.Events)
+	if err != nil {
+		return ingest.AppendRequest{}, err
+	}
+	pe, err := ingest.PrepareAppend(t, events, now, "messages", new(ingest.Warnings))
+	if err != nil {
+		return ingest.AppendRequest{}, fmt.Errorf("prepare append to %s: %w", rec.TraceID, err)
+	}
+	req.Events = pe
+	return req, nil
 }
 
 // pushAll pushes new traces of one owner and dataset in one transaction.
