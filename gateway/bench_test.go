@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -88,4 +89,42 @@ func BenchmarkChatRecorded(b *testing.B) {
 			e.rec.Flush()
 		})
 	}
+}
+
+// BenchmarkChatRecordedLoops is G3's path in process: 8 agent loops
+// (header sessions) whose calls alternate, each call appending its new
+// user message and its answer to the loop's trace; a loop restarts after
+// 10 calls. The store writes behind the calls and are flushed at the end,
+// so ns/op includes the writes.
+func BenchmarkChatRecordedLoops(b *testing.B) {
+	e := newEnv(b)
+	const loops, steps = 8, 10
+	hist := make([]string, loops)
+	n := make([]int, loops)
+	gen := 0
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		l := i % loops
+		i++
+		if n[l] == steps || hist[l] == "" {
+			gen++
+			hist[l], n[l] = `{"role":"user","content":"task `+strconv.Itoa(gen)+`"}`, 0
+		}
+		req := httptest.NewRequest("POST", "/api/v1/gateway/ds/openai/chat/completions", strings.NewReader(`{"model":"m","messages":[`+hist[l]+`]}`))
+		req.Header.Set("Authorization", "Bearer sk")
+		req.Header.Set("Invariant-Authorization", "Bearer "+adminKey)
+		req.Header.Set("Invariant-Session", "loop-"+strconv.Itoa(l)+"-"+strconv.Itoa(gen))
+		w := httptest.NewRecorder()
+		e.gw.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("%d %s", w.Code, w.Body)
+		}
+		hist[l] += `,{"role":"assistant","content":"Hello from the mock."},{"role":"user","content":"next ` + strconv.Itoa(n[l]) + `"}`
+		n[l]++
+	}
+	e.gw.Idle()
+	e.rec.Flush()
+	w, _, _ := e.rec.Stats()
+	b.ReportMetric(float64(w)/float64(i), "written/call")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -150,6 +151,13 @@ func streamFinal(extra json.RawMessage) bool {
 type RecordOptions struct {
 	QueueSize int  // default 10000
 	Block     bool // on_full block: wait up to 1 s, then drop
+	// Linger is the longest a queued record waits for others to share
+	// its write (default 200ms); Quiet ends the wait early once no
+	// record arrived for that long (default 20ms). Writing many calls in
+	// one transaction amortises the commit (an fsync under
+	// synchronous=FULL), and writing when the gateway is quiet keeps the
+	// writer off the core that serves the next request.
+	Linger, Quiet time.Duration
 }
 
 // IngestRecorder writes records through an Ingester from one writer
@@ -168,6 +176,9 @@ type IngestRecorder struct {
 	mu      sync.Mutex
 	idle    *sync.Cond
 	pending int
+	// kick asks the writer to write what it holds now (Flush).
+	kick          chan struct{}
+	linger, quiet time.Duration
 	// finishRun finishes a trace's run (the server's, with its ledger
 	// close); nil: runs are left open.
 	finishRun func(ctx context.Context, traceID string) error
@@ -181,7 +192,14 @@ func NewIngestRecorder(ing *ingest.Ingester, st store.Store, log *slog.Logger, o
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &IngestRecorder{ing: ing, st: st, log: log, q: make(chan *Record, o.QueueSize), block: o.Block, done: make(chan struct{})}
+	if o.Linger <= 0 {
+		o.Linger = 200 * time.Millisecond
+	}
+	if o.Quiet <= 0 {
+		o.Quiet = 20 * time.Millisecond
+	}
+	r := &IngestRecorder{ing: ing, st: st, log: log, q: make(chan *Record, o.QueueSize), block: o.Block, done: make(chan struct{}),
+		kick: make(chan struct{}, 1), linger: o.Linger, quiet: o.Quiet}
 	r.idle = sync.NewCond(&r.mu)
 	go r.run()
 	return r
@@ -191,7 +209,13 @@ func NewIngestRecorder(ing *ingest.Ingester, st store.Store, log *slog.Logger, o
 func (r *IngestRecorder) Record(rec *Record) bool {
 	r.mu.Lock()
 	r.pending++
+	depth := int64(r.pending)
 	r.mu.Unlock()
+	// The queue depth: records handed over and not yet written (queued,
+	// or in the writer's batch).
+	if depth > r.maxLen.Load() {
+		r.maxLen.Store(depth)
+	}
 	ok := false
 	select {
 	case r.q <- rec:
@@ -204,9 +228,6 @@ func (r *IngestRecorder) Record(rec *Record) bool {
 			case <-time.After(time.Second):
 			}
 		}
-	}
-	if n := int64(len(r.q)); n > r.maxLen.Load() {
-		r.maxLen.Store(n)
 	}
 	if !ok {
 		r.dropped.Add(1)
@@ -226,6 +247,10 @@ func (r *IngestRecorder) finished() {
 
 // Flush waits until every queued record is written.
 func (r *IngestRecorder) Flush() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 	r.mu.Lock()
 	for r.pending > 0 {
 		r.idle.Wait()
@@ -239,45 +264,123 @@ func (r *IngestRecorder) Stats() (written, dropped uint64, maxQueue int64) {
 	return r.written.Load(), r.dropped.Load(), r.maxLen.Load()
 }
 
+// RecorderStats returns the recorder's counters (RecorderStats).
+func (r *IngestRecorder) RecorderStats() RecordStats {
+	r.mu.Lock()
+	pending := r.pending
+	r.mu.Unlock()
+	return RecordStats{Written: r.written.Load(), Dropped: r.dropped.Load(), MaxQueue: r.maxLen.Load(), Pending: pending}
+}
+
 // Close writes what is queued and stops the writer.
 func (r *IngestRecorder) Close() {
 	r.once.Do(func() { close(r.q) })
 	<-r.done
 }
 
-// run writes records in order. What is queued when it looks (up to 100
-// records) is one batch: consecutive new traces of one owner and dataset
-// go into one push transaction.
+// maxBatch is the most records the writer takes at once, and
+// txRecords the most new traces it pushes in one transaction: between
+// two transactions it lets the gateway's requests run.
+const (
+	maxBatch  = 1024
+	txRecords = 128
+)
+
+// run writes records in order. A record waits up to linger for others
+// (until quiet passes with no new record, the batch is full or Flush
+// asks): consecutive new traces of one owner and dataset go into one
+// push transaction, so that the commit is paid once for many calls.
 func (r *IngestRecorder) run() {
 	defer close(r.done)
-	for rec := range r.q {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	closed := false
+	for !closed {
+		rec, ok := <-r.q
+		if !ok {
+			return
+		}
 		batch := []*Record{rec}
-	drain:
-		for len(batch) < 100 {
+		deadline := time.Now().Add(r.linger)
+	collect:
+		for len(batch) < maxBatch {
+			// Take what is already queued without a timer.
 			select {
 			case x, ok := <-r.q:
 				if !ok {
-					break drain
+					closed = true
+					break collect
 				}
 				batch = append(batch, x)
+				continue
+			case <-r.kick:
+				break collect
 			default:
-				break drain
 			}
-		}
-		for _, x := range batch {
-			if x.Finish != nil {
-				x.Finish(x)
+			wait := min(r.quiet, time.Until(deadline))
+			if wait <= 0 {
+				break
 			}
-		}
-		for i := 0; i < len(batch); {
-			j := i + 1
-			if batch[i].New {
-				for j < len(batch) && batch[j].New && batch[j].Identity.UserID == batch[i].Identity.UserID && batch[j].Dataset == batch[i].Dataset {
-					j++
+			t.Reset(wait)
+			select {
+			case x, ok := <-r.q:
+				t.Stop()
+				if !ok {
+					closed = true
+					break collect
 				}
+				batch = append(batch, x)
+			case <-r.kick:
+				t.Stop()
+				break collect
+			case <-t.C:
+				break collect
+			}
+		}
+		r.writeBatch(batch)
+	}
+	// Closed: write what is left.
+	var rest []*Record
+	for x := range r.q {
+		rest = append(rest, x)
+	}
+	if len(rest) > 0 {
+		r.writeBatch(rest)
+	}
+}
+
+// writeBatch runs the records' logging rules and writes them in order.
+func (r *IngestRecorder) writeBatch(batch []*Record) {
+	for _, x := range batch {
+		if x.Finish != nil {
+			x.Finish(x)
+		}
+	}
+	for i := 0; i < len(batch); {
+		j := i + 1
+		switch {
+		case batch[i].New && !batch[i].FinishRun:
+			for j < len(batch) && j-i < txRecords && batch[j].New && !batch[j].FinishRun &&
+				batch[j].Identity.UserID == batch[i].Identity.UserID && batch[j].Dataset == batch[i].Dataset {
+				j++
 			}
 			r.writeAll(batch[i:j])
-			i = j
+		case !batch[i].FinishRun:
+			// Appends to distinct traces (a trace once per transaction).
+			seen := map[string]bool{batch[i].TraceID: true}
+			for j < len(batch) && j-i < txRecords && !batch[j].New && !batch[j].FinishRun && !seen[batch[j].TraceID] {
+				seen[batch[j].TraceID] = true
+				j++
+			}
+			r.appendAll(batch[i:j])
+		default:
+			r.writeAll(batch[i:j])
+		}
+		i = j
+		if i < len(batch) {
+			// Let requests that arrived meanwhile run: a sleep (unlike
+			// Gosched) lets the scheduler poll the network.
+			time.Sleep(20 * time.Microsecond)
 		}
 	}
 }
@@ -306,6 +409,91 @@ func (r *IngestRecorder) writeAll(recs []*Record) {
 			r.written.Add(1)
 		}
 	}
+}
+
+// appendAll writes records that append to distinct existing traces
+// (their events and metadata patches) in one AppendMany transaction. A
+// record that cannot be prepared, or whose trace the transaction could
+// not append to, is written on its own as write does (which reports its
+// error); when the transaction fails as a whole every record is.
+func (r *IngestRecorder) appendAll(recs []*Record) {
+	if len(recs) == 1 {
+		r.writeAll(recs)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := time.Now()
+	var reqs []ingest.AppendRequest
+	var batched, alone []*Record
+	for _, rec := range recs {
+		req, err := r.prepareAppend(ctx, rec, now)
+		if err != nil {
+			alone = append(alone, rec)
+			continue
+		}
+		reqs = append(reqs, req)
+		batched = append(batched, rec)
+	}
+	if len(reqs) > 0 {
+		outs, err := r.ing.AppendMany(ctx, reqs)
+		if err != nil {
+			alone = append(alone, batched...)
+		} else {
+			for i, o := range outs {
+				rec := batched[i]
+				if o.Err != nil {
+					alone = append(alone, rec)
+					continue
+				}
+				if err := r.storeFindings(ctx, rec); err != nil {
+					r.log.Error("gateway: store findings", "call_id", rec.CallID, "trace_id", rec.TraceID, "err", err)
+				}
+				r.written.Add(1)
+				r.finished()
+			}
+		}
+	}
+	// In order, each on its own.
+	slices.SortStableFunc(alone, func(a, b *Record) int { return slices.Index(recs, a) - slices.Index(recs, b) })
+	for _, rec := range alone {
+		r.writeAll([]*Record{rec})
+	}
+}
+
+// prepareAppend reads the trace rec appends to and prepares its events
+// and metadata patch as one AppendMany request.
+func (r *IngestRecorder) prepareAppend(ctx context.Context, rec *Record, now time.Time) (ingest.AppendRequest, error) {
+	md, err := json.Marshal(rec.Metadata)
+	if err != nil {
+		return ingest.AppendRequest{}, err
+	}
+	t, err := r.st.GetTrace(ctx, rec.TraceID, false)
+	if err != nil {
+		return ingest.AppendRequest{}, fmt.Errorf("trace %s: %w", rec.TraceID, err)
+	}
+	req := ingest.AppendRequest{Trace: t, Time: now, MetadataMerge: md}
+	if len(rec.Events) == 0 {
+		return req, nil
+	}
+	ids, err := r.st.MessageIDs(ctx, rec.TraceID)
+	if err != nil {
+		return ingest.AppendRequest{}, fmt.Errorf("trace %s: %w", rec.TraceID, err)
+	}
+	t.Messages = make([]store.Message, len(ids))
+	for i, id := range ids {
+		t.Messages[i] = store.Message{ID: id, Index: i}
+	}
+	events, err := json.Marshal(rec.Events)
+	if err != nil {
+		return ingest.AppendRequest{}, err
+	}
+	pe, err := ingest.PrepareAppend(t, events, now, "messages", new(ingest.Warnings))
+	if err != nil {
+		return ingest.AppendRequest{}, fmt.Errorf("prepare append to %s: %w", rec.TraceID, err)
+	}
+	req.Events = pe
+	return req, nil
 }
 
 // pushAll pushes new traces of one owner and dataset in one transaction.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -15,6 +16,26 @@ import (
 
 	"github.com/vigilhq/vigil/policy"
 )
+
+// RecorderStats is implemented by a Recorder that counts its records;
+// the health route (GET /api/v1/gateway/health) reports them under
+// "recorder", which is how vigil bench reads the recording figures of
+// spec §11.6.
+type RecorderStats interface {
+	RecorderStats() RecordStats
+}
+
+// RecordStats are a recorder's counters.
+type RecordStats struct {
+	// Written and Dropped count records written and dropped (a full
+	// queue: vigil_trace_write_dropped_total).
+	Written uint64 `json:"written"`
+	Dropped uint64 `json:"dropped"`
+	// MaxQueue is the largest queue depth seen; Pending the records
+	// handed over and not yet written (or dropped).
+	MaxQueue int64 `json:"max_queue"`
+	Pending  int   `json:"pending"`
+}
 
 // Identity is the owner of a Vigil key, as an Authenticator resolves it.
 type Identity struct {
@@ -321,6 +342,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if rs, ok := g.opts.Recorder.(RecorderStats); ok {
+			st := rs.RecorderStats()
+			b, _ := json.Marshal(map[string]any{"status": "ok", "recorder": st})
+			w.Write(b)
+			return
+		}
 		w.Write([]byte(`{"status": "ok"}`))
 		return
 	case "mcp":

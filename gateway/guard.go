@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigilhq/vigil/policy"
 	"github.com/vigilhq/vigil/trace"
@@ -277,11 +279,82 @@ func (g *Gateway) errorObject(gr *Guardrail, key string, args []any, kwargs any,
 	}
 }
 
-// toTrace decodes events as a trace.
+// toTrace decodes events as a trace. The events are converted to trace
+// values directly (what decoding their JSON would give: object members
+// in key order, as json.Marshal writes a map), without the JSON round
+// trip; a value of another Go type takes the round trip.
 func toTrace(evs []event) (*trace.Trace, error) {
 	if len(evs) == 0 {
 		return &trace.Trace{}, nil
 	}
+	arr := make([]trace.Value, len(evs))
+	for i, e := range evs {
+		v, ok := traceValue(e)
+		if !ok {
+			return toTraceJSON(evs)
+		}
+		arr[i] = v
+	}
+	t, err := trace.FromValue(arr)
+	if t == nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// traceValue converts a decoded JSON value to a trace value; false when
+// v holds a type encoding/json does not decode to.
+func traceValue(v any) (trace.Value, bool) {
+	switch x := v.(type) {
+	case nil, bool:
+		return x, true
+	case string:
+		if !utf8.ValidString(x) {
+			return nil, false // json.Marshal would replace the bad bytes
+		}
+		return x, true
+	case float64:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return nil, false
+		}
+		return trace.Number(b), true
+	case json.Number:
+		return trace.Number(x), x != ""
+	case []any:
+		out := make([]trace.Value, len(x))
+		for i, e := range x {
+			ev, ok := traceValue(e)
+			if !ok {
+				return nil, false
+			}
+			out[i] = ev
+		}
+		return out, true
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			if !utf8.ValidString(k) {
+				return nil, false
+			}
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		o := &trace.Object{Members: make([]trace.Member, len(keys))}
+		for i, k := range keys {
+			ev, ok := traceValue(x[k])
+			if !ok {
+				return nil, false
+			}
+			o.Members[i] = trace.Member{Key: k, Value: ev}
+		}
+		return o, true
+	}
+	return nil, false
+}
+
+// toTraceJSON decodes events as a trace through their JSON.
+func toTraceJSON(evs []event) (*trace.Trace, error) {
 	b, err := json.Marshal(evs)
 	if err != nil {
 		return nil, err

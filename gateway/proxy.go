@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,7 +136,7 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 		return
 	}
 	// Body (spec §4.2).
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.MaxRequestBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, g.opts.MaxRequestBytes), r.ContentLength, g.opts.MaxRequestBytes)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -233,47 +234,47 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 	copyRequestHeaders(ureq.Header, r.Header, u, keys)
 	ureq.ContentLength = int64(len(body))
 
-	// Input check, concurrent with the upstream call (spec §6.2).
-	inputDone := make(chan *verdict, 1)
-	if len(rs.block) == 0 {
-		inputDone <- nil
-	} else {
-		k := 0
-		if c.plan != nil {
-			k = c.plan.k
-		}
-		go func() { inputDone <- c.inputCheck(ctx, k) }()
+	// Input check, concurrent with the upstream call (spec §6.2). The
+	// upstream call runs on its own goroutine and the check on this one,
+	// whose stack is already grown (a new goroutine would grow its stack
+	// in the engine on every call).
+	k := 0
+	if c.plan != nil {
+		k = c.plan.k
 	}
 	var input *verdict
-	haveInput := false
-	if g.opts.InputCheck == "before" {
-		input, haveInput = <-inputDone, true
-		if input != nil {
-			c.guardOnPath += input.elapsed
-		}
-		if input != nil && input.blocked {
+	before := g.opts.InputCheck == "before"
+	if before && len(rs.block) > 0 {
+		input = c.inputCheck(ctx, k)
+		c.guardOnPath += input.elapsed
+		if input.blocked {
 			c.blockInput(w, input)
 			return
 		}
 	}
 	up := make(chan upstreamResult, 1)
-	go c.dispatch(ureq, up)
-	if !haveInput {
-		input = <-inputDone
-		if input != nil {
-			mergeStatuses(c.statuses, "input", input)
+	if len(rs.block) == 0 || before {
+		c.dispatch(ureq, up)
+	} else {
+		go c.dispatch(ureq, up)
+		// Let the dispatch send the request before the check takes the
+		// core (with GOMAXPROCS=1 it would otherwise wait for it).
+		runtime.Gosched()
+		input = c.inputCheck(ctx, k)
+	}
+	if input != nil {
+		mergeStatuses(c.statuses, "input", input)
+		if !before {
 			if input.failure != "" && !input.blocked {
 				c.result = "fail-open"
 			}
+			if input.blocked {
+				cancel(errBlocked)
+				c.inputBlockedWait(up, input)
+				c.blockInput(w, input)
+				return
+			}
 		}
-		if input != nil && input.blocked {
-			cancel(errBlocked)
-			c.inputBlockedWait(up, input)
-			c.blockInput(w, input)
-			return
-		}
-	} else if input != nil {
-		mergeStatuses(c.statuses, "input", input)
 	}
 	res := <-up
 	if input != nil {
@@ -361,7 +362,7 @@ func (c *call) dispatch(req *http.Request, out chan<- upstreamResult) {
 	res := upstreamResult{resp: resp, firstByte: time.Now()}
 	c.upFirst = res.firstByte
 	if !c.stream || resp.StatusCode < 200 || resp.StatusCode > 299 {
-		res.body, res.err = io.ReadAll(resp.Body)
+		res.body, res.err = readAll(resp.Body, resp.ContentLength, 64<<20)
 		c.upEnd = time.Now()
 		if res.err != nil {
 			resp.Body.Close()
@@ -369,6 +370,30 @@ func (c *call) dispatch(req *http.Request, out chan<- upstreamResult) {
 		}
 	}
 	out <- res
+}
+
+// readAll reads r to the end into a buffer sized for n bytes (a
+// Content-Length, -1 when unknown; at most limit preallocated), so that
+// a body of known length is read without the buffer regrowing.
+func readAll(r io.Reader, n, limit int64) ([]byte, error) {
+	if n <= 0 || n > limit {
+		return io.ReadAll(r)
+	}
+	// One more byte, so that the read that sees EOF does not grow it.
+	b := make([]byte, 0, n+1)
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than announced: let append grow it
+		}
+	}
 }
 
 // inputBlockedWait waits for the cancelled dispatch to return (the

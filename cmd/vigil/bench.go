@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigilhq/vigil/gateway/providertest"
@@ -228,6 +229,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var summary strings.Builder
 	fmt.Fprintf(&summary, "## vigil bench: %s, %s payload, stream=%v\n\n%s\n\n", *config, *payload, *stream, envLine())
+	cpu0 := cpuSeconds(*pid)
+	rec0, recOK := recorderStats(hc, *gw)
 	if *pid > 0 {
 		add("resources", "gateway", map[string]float64{"rss_idle_mib": rssMiB(*pid)})
 		fmt.Fprintf(&summary, "gateway RSS before the run: %.1f MiB\n\n", rssMiB(*pid))
@@ -333,7 +336,28 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		add("frontier", "gateway", map[string]float64{"added_p99_1ms": frontier[1], "added_p99_5ms": frontier[5], "added_p99_10ms": frontier[10]})
 		fmt.Fprintf(&summary, "\nthroughput frontier: %.0f req/s at added p99 ≤ 1 ms, %.0f at ≤ 5 ms, %.0f at ≤ 10 ms\n", frontier[1], frontier[5], frontier[10])
 	}
+	// 6. Recording (spec §11.6): what the gateway's recorder wrote and
+	// dropped during the run, its largest queue depth, and the time from
+	// the last response to the last record written.
+	if rec1, _ := recorderStats(hc, *gw); recOK && (rec1.Written > rec0.Written || rec1.Dropped > rec0.Dropped || rec1.Pending > 0) {
+		end := time.Now()
+		for rec1.Pending > 0 && time.Since(end) < 60*time.Second {
+			time.Sleep(5 * time.Millisecond)
+			rec1, _ = recorderStats(hc, *gw)
+		}
+		drain := time.Since(end)
+		v := map[string]float64{"written": float64(rec1.Written - rec0.Written), "dropped": float64(rec1.Dropped - rec0.Dropped),
+			"max_queue": float64(rec1.MaxQueue), "drain_ms": float64(drain.Microseconds()) / 1000}
+		add("recording", "gateway", v)
+		fmt.Fprintf(&summary, "\nrecording: %.0f records written, %.0f dropped, largest queue depth %.0f (since the gateway started), last record written %.0f ms after the last response\n",
+			v["written"], v["dropped"], v["max_queue"], v["drain_ms"])
+	}
 	if *pid > 0 {
+		if n := gatewayRequests.Load(); n > 0 && cpu0 >= 0 {
+			per := (cpuSeconds(*pid) - cpu0) / float64(n)
+			add("resources", "gateway", map[string]float64{"cpu_s_per_1000": per * 1000})
+			fmt.Fprintf(&summary, "\ngateway CPU: %.0f µs per request (%d requests, recording included)\n", per*1e6, n)
+		}
 		add("resources", "gateway", map[string]float64{"rss_after_mib": rssMiB(*pid)})
 		fmt.Fprintf(&summary, "\ngateway RSS after the run: %.1f MiB\n", rssMiB(*pid))
 	}
@@ -372,7 +396,14 @@ func benchBody(payload string, stream bool) []byte {
 }
 
 // benchOne sends one request and reads the whole response.
+// gatewayRequests counts the requests sent to the gateway target (for
+// its CPU time per request).
+var gatewayRequests atomic.Int64
+
 func benchOne(ctx context.Context, hc *http.Client, t benchTarget, body []byte, stream bool) sample {
+	if t.name == "gateway" {
+		gatewayRequests.Add(1)
+	}
 	start := time.Now()
 	s := sample{overhead: -1}
 	req, _ := http.NewRequestWithContext(ctx, "POST", t.url, bytes.NewReader(body))
@@ -537,6 +568,62 @@ func headerAccuracy(ss []sample, directP50 float64) (float64, bool) {
 		return 0, false
 	}
 	return sum / float64(n), true
+}
+
+// cpuSeconds is the user and system CPU time of process pid; -1 when
+// unknown.
+func cpuSeconds(pid int) float64 {
+	if pid <= 0 {
+		return -1
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// The fields after the command (which may hold spaces), from state.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	u, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return (u + st) / 100 // USER_HZ
+}
+
+// recStats is the "recorder" object of the gateway's health route.
+type recStats struct {
+	Written  uint64 `json:"written"`
+	Dropped  uint64 `json:"dropped"`
+	MaxQueue int64  `json:"max_queue"`
+	Pending  int    `json:"pending"`
+}
+
+// recorderStats reads the recorder counters from the health route of
+// the gateway serving gwURL; false when it reports none (no recorder).
+func recorderStats(hc *http.Client, gwURL string) (recStats, bool) {
+	i := strings.Index(gwURL, "/api/v1/gateway/")
+	if i < 0 {
+		return recStats{}, false
+	}
+	resp, err := hc.Get(gwURL[:i] + "/api/v1/gateway/health")
+	if err != nil {
+		return recStats{}, false
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Recorder *recStats `json:"recorder"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&h) != nil || h.Recorder == nil {
+		return recStats{}, false
+	}
+	return *h.Recorder, true
 }
 
 func rssMiB(pid int) float64 {

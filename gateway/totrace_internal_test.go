@@ -1,0 +1,50 @@
+package gateway
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// TestToTraceDirect checks that converting events to trace values
+// directly gives the trace their JSON decodes to.
+func TestToTraceDirect(t *testing.T) {
+	for _, src := range []string{
+		`[{"role":"user","content":"hi"}]`,
+		`[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a <b> & c"},{"type":"image_url","image_url":{"url":"data:x"}}]}]`,
+		`[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"rm -rf /\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]`,
+		`[{"role":"assistant","content":"x","n":1,"f":0.5,"big":1e21,"small":1e-7,"neg":-3,"z":0,"b":true,"l":[1,"2",null,{"k":false}]}]`,
+		`[{"type":"function","function":{"name":"f","arguments":{"a":1}}}]`,
+		`[{"role":"user","content":"é ü 日本 \u0000 \ud83d\ude00","zz":"last","aa":"first"}]`,
+		`[{"tools":[{"type":"function","function":{"name":"f"}}]}]`,
+		`[{"role":42}]`,
+	} {
+		var evs []event
+		if err := json.Unmarshal([]byte(src), &evs); err != nil {
+			t.Fatal(err)
+		}
+		got, gerr := toTrace(evs)
+		want, werr := toTraceJSON(evs)
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("%s: error %v, want %v", src, gerr, werr)
+		}
+		if (got == nil) != (want == nil) {
+			t.Fatalf("%s: trace %v, want %v", src, got, want)
+		}
+		if got == nil {
+			continue
+		}
+		if !reflect.DeepEqual(got.Events, want.Events) || got.Form != want.Form {
+			gb, _ := json.Marshal(got.Events)
+			wb, _ := json.Marshal(want.Events)
+			t.Errorf("%s:\n got %s\nwant %s", src, gb, wb)
+		}
+	}
+	// A value json.Unmarshal never gives takes the JSON round trip.
+	evs := []event{{"role": "user", "content": "x", "n": 3}}
+	got, err := toTrace(evs)
+	want, _ := toTraceJSON(evs)
+	if err != nil || !reflect.DeepEqual(got.Events, want.Events) {
+		t.Fatalf("int value: %v", err)
+	}
+}
