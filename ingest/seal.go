@@ -26,6 +26,8 @@ type Ingester struct {
 	key ed25519.PrivateKey
 	pub ed25519.PublicKey
 	now func() time.Time
+	// group coalesces concurrent AppendMany calls (groupcommit.go).
+	group groupCommit
 }
 
 // New returns an Ingester writing to st and signing receipts and close

@@ -85,6 +85,9 @@ func Open(ctx context.Context, path string, opt *Options) (store.Store, error) {
 	q.Add("_pragma", "foreign_keys(0)")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Add("_pragma", "cache_size(-16000)")
+	// Pages read through a memory map rather than one pread each (the
+	// WAL's pages are still read with pread; writes never go through it).
+	q.Add("_pragma", fmt.Sprintf("mmap_size(%d)", mmapBytes))
 	wq := url.Values{"_txlock": {"immediate"}}
 	for k, v := range q {
 		wq[k] = slices.Clone(v)
@@ -140,6 +143,8 @@ func Open(ctx context.Context, path string, opt *Options) (store.Store, error) {
 const (
 	walCheckpointPages = 16384
 	writerCacheKiB     = 65536
+	// mmapBytes is how much of the database file each connection maps.
+	mmapBytes = 1 << 30
 )
 
 type backend struct {
