@@ -8,8 +8,8 @@ import (
 	"github.com/vigilhq/vigil/store"
 )
 
-// Group commit of AppendMany: concurrent callers' appends are coalesced
-// into one store transaction. The first caller to find no write in
+// Group commit of AppendMany (on SQLite): concurrent callers' appends are
+// coalesced into one store transaction. The first caller to find no write in
 // flight becomes the leader: it takes every batch queued meanwhile
 // (its own first), writes them with one store.AppendMany and hands each
 // caller its outcomes; callers arriving during that write queue for the
