@@ -1,10 +1,13 @@
 package ingest_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,5 +85,72 @@ func TestAppendMany(t *testing.T) {
 	}
 	if len(tools) != 1 || tools[0].Name != "lookup" {
 		t.Errorf("tools %+v", tools)
+	}
+}
+
+// TestAppendManyConcurrent appends from many goroutines at once, batches
+// overlapping in traces, so that calls share transactions (group
+// commit): every append lands once, each trace's chain verifies, and a
+// batch the store refuses (a trace twice) fails alone.
+func TestAppendManyConcurrent(t *testing.T) {
+	ctx := context.Background()
+	in, st, owner, pub := newIngester(t)
+	const ntraces, workers, rounds = 6, 12, 8
+	var traces []store.NewTrace
+	for range ntraces {
+		id := store.NewID()
+		traces = append(traces, store.NewTrace{ID: id, Messages: prepare(t, `[{"role":"user","content":"hi"}]`, id).Messages})
+	}
+	res, err := in.Push(ctx, ingest.PushRequest{PushRequest: store.PushRequest{OwnerID: owner, DatasetName: "ds", CreateIfMissing: true, Traces: traces}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := res.Traces
+	appendOf := func(i int, text string) ingest.AppendRequest {
+		return ingest.AppendRequest{Trace: tr[i], Events: prepare(t, `[{"role":"user","content":"`+text+`"}]`, tr[i].ID), Time: time.Now()}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				a, b := w%ntraces, (w+1)%ntraces
+				outs, err := in.AppendMany(ctx, []ingest.AppendRequest{appendOf(a, "x"), appendOf(b, "y")})
+				if err == nil {
+					for _, o := range outs {
+						err = cmp.Or(err, o.Err)
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("worker %d round %d: %w", w, r, err)
+				}
+			}
+		})
+	}
+	// A batch naming one trace twice fails with ErrConflict, alone.
+	wg.Go(func() {
+		if _, err := in.AppendMany(ctx, []ingest.AppendRequest{appendOf(0, "z"), appendOf(0, "z")}); !errors.Is(err, store.ErrConflict) {
+			errs <- fmt.Errorf("a trace twice: %v, want ErrConflict", err)
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Trace i is appended to by workers i and i-1 (mod ntraces), each
+	// worker twice per trace index it covers.
+	for i := range ntraces {
+		want := 1 + 2*rounds*workers/ntraces
+		if n := verifySession(t, st, tr[i].SessionID, pub); n != want {
+			t.Errorf("trace %d has %d receipts, want %d", i, n, want)
+		}
+		got, err := st.GetTrace(ctx, tr[i].ID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.MessageCount != want {
+			t.Errorf("trace %d has %d events, want %d", i, got.MessageCount, want)
+		}
 	}
 }

@@ -26,6 +26,12 @@ type Ingester struct {
 	key ed25519.PrivateKey
 	pub ed25519.PublicKey
 	now func() time.Time
+	// group coalesces concurrent AppendMany calls (groupcommit.go) when
+	// grouped: on SQLite, whose one writer runs one transaction at a
+	// time anyway. PostgreSQL runs writers side by side, so there each
+	// call keeps its own transaction.
+	group   groupCommit
+	grouped bool
 }
 
 // New returns an Ingester writing to st and signing receipts and close
@@ -35,7 +41,7 @@ func New(st store.Store, key ed25519.PrivateKey, cfg Config) *Ingester {
 	if now == nil {
 		now = time.Now
 	}
-	return &Ingester{st: st, key: key, pub: key.Public().(ed25519.PublicKey), now: now}
+	return &Ingester{st: st, key: key, pub: key.Public().(ed25519.PublicKey), now: now, grouped: st.Kind() == "sqlite"}
 }
 
 // PutBlobs stores the images of an ingest for ownerID before the traces

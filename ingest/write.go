@@ -97,7 +97,9 @@ func (in *Ingester) Append(ctx context.Context, req AppendRequest) (*store.Appen
 // Events may be nil for a name or metadata update only) in one store
 // transaction, which also enqueues their monitor evaluations. A trace
 // missing or finished has that error in its outcome and the others are
-// written; any other error writes nothing.
+// written; any other error writes nothing. On SQLite, concurrent calls
+// share transactions (group commit, see groupcommit.go); each returns once
+// its own appends are committed.
 func (in *Ingester) AppendMany(ctx context.Context, reqs []AppendRequest) ([]store.AppendOutcome, error) {
 	dsNames := map[string]string{}
 	sreqs := make([]store.AppendRequest, len(reqs))
@@ -118,6 +120,9 @@ func (in *Ingester) AppendMany(ctx context.Context, reqs []AppendRequest) ([]sto
 			sr.Messages, sr.Tools, sr.Seal = sortByTimestamp(req.Events.Messages), ToolList(req.Events.Tools), in.Seal(name, nil)
 		}
 		sreqs[i] = sr
+	}
+	if in.grouped {
+		return in.appendGrouped(ctx, sreqs)
 	}
 	return in.st.AppendMany(ctx, sreqs)
 }

@@ -269,7 +269,9 @@ type Traces interface {
 	// have no messages). A trace that is missing or finished does not fail the
 	// others: its outcome's Err is ErrNotFound or ErrFinished and nothing
 	// of it is written. Any other error writes nothing. A trace may appear
-	// once (ErrConflict).
+	// once (ErrConflict). The requests' Seal functions may be called
+	// concurrently (each on its own request, so their chains are
+	// independent).
 	AppendMany(ctx context.Context, reqs []AppendRequest) ([]AppendOutcome, error)
 	// GetTrace returns the trace, with its messages when withMessages, or
 	// ErrNotFound.

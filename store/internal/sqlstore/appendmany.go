@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/vigilhq/vigil/store"
 )
@@ -19,25 +22,31 @@ import (
 // events were appended, runs b and records req.Tools.
 // With bulk (AppendMany), the trace and session row updates are
 // collected there instead of queued one statement each.
-func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.AppendRequest, t *store.Trace, sess *store.Session, bulk *rowUpdates) (res *store.AppendResult, reindex bool, err error) {
-	if t.Status != store.RunOpen {
-		return nil, false, fmt.Errorf("append to trace %s: run is %s: %w", t.ID, t.Status, store.ErrFinished)
-	}
-	if sess.ClosedAt != nil {
-		return nil, false, fmt.Errorf("append to trace %s: session %s is closed: %w", t.ID, sess.ID, store.ErrFinished)
-	}
-	first := t.MessageCount
-	msgs, err := prepareMessages(t.ID, req.Messages, first)
-	if err != nil {
+// With sealed (AppendMany), the events were prepared and sealed ahead
+// (sealAll) and sess's tail already advanced over them.
+func (s *Store) appendTx(ctx context.Context, tx Tx, b *Batch, req *store.AppendRequest, t *store.Trace, sess *store.Session, bulk *rowUpdates, sealed *sealedAppend) (res *store.AppendResult, reindex bool, err error) {
+	if err := appendable(t, sess); err != nil {
 		return nil, false, err
 	}
-	at := orNow(req.Time)
+	first := t.MessageCount
+	var msgs []store.Message
 	var recs []store.Receipt
-	if len(msgs) > 0 {
-		if recs, err = seal(ctx, req.Seal, sess, t, first, msgs); err != nil {
+	if sealed != nil {
+		if sealed.err != nil {
+			return nil, false, sealed.err
+		}
+		msgs, recs = sealed.msgs, sealed.recs
+	} else {
+		if msgs, err = prepareMessages(t.ID, req.Messages, first); err != nil {
 			return nil, false, err
 		}
+		if len(msgs) > 0 {
+			if recs, err = seal(ctx, req.Seal, sess, t, first, msgs); err != nil {
+				return nil, false, err
+			}
+		}
 	}
+	at := orNow(req.Time)
 	var annRows [][]any
 	for _, a := range req.Annotations {
 		err := anchor(a, t.ID, t.OwnerID, func(i int) (string, bool, error) {
@@ -137,6 +146,7 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 		if err != nil {
 			return err
 		}
+		sealed := sealAll(ctx, reqs, order, locked)
 		for _, i := range order {
 			req := &reqs[i]
 			l, ok := locked[req.TraceID]
@@ -144,7 +154,7 @@ func (s *Store) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]s
 				out[i].Err = fmt.Errorf("append to trace %s: %w", req.TraceID, store.ErrNotFound)
 				continue
 			}
-			res, reindex, err := s.appendTx(ctx, tx, &b, req, l.t, l.sess, &bulk)
+			res, reindex, err := s.appendTx(ctx, tx, &b, req, l.t, l.sess, &bulk, &sealed[i])
 			switch {
 			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrFinished):
 				out[i].Err = err
@@ -243,3 +253,81 @@ func (s *Store) lockTraces(ctx context.Context, tx Tx, ids []string) (map[string
 	}
 	return out, nil
 }
+
+// appendable is nil when events may be appended to trace t in session
+// sess, else an ErrFinished error.
+func appendable(t *store.Trace, sess *store.Session) error {
+	if t.Status != store.RunOpen {
+		return fmt.Errorf("append to trace %s: run is %s: %w", t.ID, t.Status, store.ErrFinished)
+	}
+	if sess.ClosedAt != nil {
+		return fmt.Errorf("append to trace %s: session %s is closed: %w", t.ID, sess.ID, store.ErrFinished)
+	}
+	return nil
+}
+
+// sealedAppend is one AppendMany request's events, prepared and sealed
+// ahead of its writes (sealAll), or the error doing so.
+type sealedAppend struct {
+	msgs []store.Message
+	recs []store.Receipt
+	err  error
+}
+
+// sealAll prepares the events of the requests (order: their indices in
+// trace id order) whose traces are locked and open, and seals them: the
+// message ids are drawn in order, then the receipts of distinct traces,
+// whose chains are independent (each from its own session's tail, locked
+// by the transaction), are computed on all cores, so the Ed25519
+// signatures hold the single writer for a fraction of their CPU time. It
+// advances each session's tail as seal does; the chains are the ones
+// sealing one trace after the other makes. The requests' Seal functions
+// may therefore run concurrently (each on its own request).
+func sealAll(ctx context.Context, reqs []store.AppendRequest, order []int, locked map[string]lockedTrace) []sealedAppend {
+	out := make([]sealedAppend, len(reqs))
+	var jobs []int
+	events := 0
+	for _, i := range order {
+		req := &reqs[i]
+		l, ok := locked[req.TraceID]
+		if !ok || appendable(l.t, l.sess) != nil {
+			continue // appendTx reports it
+		}
+		x := &out[i]
+		if x.msgs, x.err = prepareMessages(l.t.ID, req.Messages, l.t.MessageCount); x.err != nil || len(x.msgs) == 0 || req.Seal == nil {
+			continue
+		}
+		jobs = append(jobs, i)
+		events += len(x.msgs)
+	}
+	work := func(i int) {
+		l, x := locked[reqs[i].TraceID], &out[i]
+		x.recs, x.err = seal(ctx, reqs[i].Seal, l.sess, l.t, l.t.MessageCount, x.msgs)
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(jobs))
+	if workers < 2 || events < parallelSealEvents {
+		for _, i := range jobs {
+			work(i)
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(jobs) {
+					return
+				}
+				work(jobs[k])
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// parallelSealEvents is the fewest events sealAll signs on several cores
+// (below it, starting goroutines costs more than it saves).
+const parallelSealEvents = 8

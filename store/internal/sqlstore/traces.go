@@ -665,7 +665,7 @@ func (s *Store) AppendEvents(ctx context.Context, req store.AppendRequest) (*sto
 			return err
 		}
 		var b Batch
-		if res, _, err = s.appendTx(ctx, tx, &b, &req, t, sess, nil); err != nil {
+		if res, _, err = s.appendTx(ctx, tx, &b, &req, t, sess, nil, nil); err != nil {
 			return err
 		}
 		b.Exec(markPendingSQL, res.Trace.ID)
