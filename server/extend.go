@@ -66,9 +66,13 @@ func (s *Server) Authenticate(r *http.Request) (*Caller, error) {
 
 // AuthenticateKey resolves a plaintext API key taken from elsewhere than
 // the Authorization header (a gateway's own header, an OTLP exporter's
-// headers, a browser session). A bad key gives ErrInvalidKey.
+// headers, a browser session). A bad key gives ErrInvalidKey. It serves
+// the data plane (gateway, MCP, OTLP), so like the check API it takes the
+// cached principal even for an admin-scope key: the owner's role is as of
+// the cache (at most a minute old), and no store query runs per call.
+// The API's admin routes still re-read the user on every request.
 func (s *Server) AuthenticateKey(ctx context.Context, key string) (*Caller, error) {
-	p, err := s.authenticateKey(ctx, key, true)
+	p, err := s.authenticateKey(ctx, key, false)
 	return callerOf(p), err
 }
 

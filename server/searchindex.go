@@ -10,6 +10,7 @@ package server
 
 import (
 	"context"
+	"runtime"
 	"time"
 )
 
@@ -20,6 +21,13 @@ const (
 	searchIndexIdle  = 200 * time.Millisecond
 	searchIndexRetry = 2 * time.Second
 )
+
+// searchIndexSlice is the most traces the loop indexes in one call when
+// it drains a backlog; it yields the CPU between slices, so that a burst
+// of indexing (about 50 µs a trace) never holds a core for more than a
+// few milliseconds while requests wait.
+const searchIndexSlice = 64
+
 
 // searchIndexer is the running loop; stop ends it and waits.
 type searchIndexer struct {
@@ -36,7 +44,16 @@ func (s *Server) startSearchIndexer() {
 	go func() {
 		defer close(ix.done)
 		for {
-			n, err := s.st.IndexPending(ctx, searchIndexBatch)
+			var n int
+			var err error
+			for n < searchIndexBatch {
+				k, e := s.st.IndexPending(ctx, searchIndexSlice)
+				n, err = n+k, e
+				if e != nil || k < searchIndexSlice || ctx.Err() != nil {
+					break
+				}
+				runtime.Gosched()
+			}
 			if ctx.Err() != nil {
 				return
 			}
