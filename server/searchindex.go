@@ -28,7 +28,6 @@ const (
 // few milliseconds while requests wait.
 const searchIndexSlice = 64
 
-
 // searchIndexer is the running loop; stop ends it and waits.
 type searchIndexer struct {
 	cancel context.CancelFunc
