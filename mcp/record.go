@@ -140,27 +140,63 @@ func (r *recorder) close(ctx context.Context) {
 	}
 }
 
+// Write-behind batching, as the LLM gateway's recorder does: a queued
+// event waits up to recLinger for others to share its write, ending
+// early once the session has been quiet for recQuiet, when recBatch
+// events are queued, or when a flush or the close asks. One append per
+// burst instead of one per message keeps the store's transaction off the
+// core that serves the session's next call.
+const (
+	recLinger = 200 * time.Millisecond
+	recQuiet  = 20 * time.Millisecond
+	recBatch  = 1024
+)
+
 func (r *recorder) loop() {
 	defer close(r.done)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
 	for {
 		<-r.wake
-		for {
-			r.mu.Lock()
-			batch, waiters, closed := r.queue, r.waiters, r.closed
-			r.queue, r.waiters = nil, nil
-			r.mu.Unlock()
-			if len(batch) > 0 {
-				r.write(batch)
-			}
-			for _, w := range waiters {
-				close(w)
-			}
-			if len(batch) == 0 && len(waiters) == 0 {
-				if closed {
-					return
-				}
-				break
-			}
+		r.linger(t)
+		r.mu.Lock()
+		batch, waiters, closed := r.queue, r.waiters, r.closed
+		r.queue, r.waiters = nil, nil
+		r.mu.Unlock()
+		if len(batch) > 0 {
+			r.write(batch)
+		}
+		for _, w := range waiters {
+			close(w)
+		}
+		if closed {
+			// Nothing is queued after the close: all is written.
+			return
+		}
+	}
+}
+
+// linger waits for more events to join the queued ones (see recLinger).
+func (r *recorder) linger(t *time.Timer) {
+	deadline := time.Now().Add(recLinger)
+	for {
+		r.mu.Lock()
+		n, urgent := len(r.queue), len(r.waiters) > 0 || r.closed
+		r.mu.Unlock()
+		if urgent || n == 0 || n >= recBatch {
+			return
+		}
+		wait := min(recQuiet, time.Until(deadline))
+		if wait <= 0 {
+			return
+		}
+		t.Reset(wait)
+		select {
+		case <-r.wake:
+			// More events, a flush or the close: look again.
+			t.Stop()
+		case <-t.C:
+			return
 		}
 	}
 }
