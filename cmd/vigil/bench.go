@@ -36,11 +36,12 @@ func init() {
 }
 
 func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	usage := "Usage: vigil bench mock|proxy|run|mcp|gate [flags]\n\n" +
+	usage := "Usage: vigil bench mock|proxy|run|mcp|relay|gate [flags]\n\n" +
 		"  mock   serve the mock upstream (OpenAI, Anthropic, Gemini; streaming and not; an MCP server)\n" +
 		"  proxy  serve a plain httputil.ReverseProxy in front of an upstream (the floor)\n" +
 		"  run    measure direct, floor and gateway URLs; write bench-results.json and a summary\n" +
 		"  mcp    measure MCP tools/call direct and through Vigil (M1 stdio, M2 streamable HTTP)\n" +
+		"  relay  copy raw bytes both ways over TCP or stdio (the hardware floor under M1, M2)\n" +
 		"  gate   compare a results file with a stored baseline; exit 1 on a regression (CI)\n"
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, usage)
@@ -58,6 +59,8 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return benchRun(ctx, args[1:], stdout, stderr)
 	case "mcp":
 		return benchMCP(ctx, args[1:], stdout, stderr)
+	case "relay":
+		return benchRelay(ctx, args[1:], stdin, stdout, stderr)
 	case "gate":
 		return benchGate(ctx, args[1:], stdout, stderr)
 	}

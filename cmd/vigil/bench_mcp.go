@@ -162,15 +162,18 @@ func benchMCP(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Measure MCP tools/call round trips through Vigil against direct calls to the same mock MCP\n"+
 			"server, with the official MCP Go SDK as the client: M2 over streamable HTTP (--direct\n"+
 			"http://127.0.0.1:9000/mcp/ of `vigil bench mock`, --gateway the proxy's endpoint with\n"+
-			"--header MCP-SERVER-BASE-URL: …, optionally --floor through `vigil bench proxy`) or M1 over stdio (--direct-command 'vigil bench mock\n"+
-			"--mcp-stdio', --gateway-command 'vigil mcp run -- vigil bench mock --mcp-stdio'; commands\n"+
-			"are split at spaces). One session per target at concurrency 1 in interleaved rounds, then\n"+
+			"--header MCP-SERVER-BASE-URL: …, optionally --floor through `vigil bench proxy` and --relay\n"+
+			"through `vigil bench relay`) or M1 over stdio (--direct-command 'vigil bench mock\n"+
+			"--mcp-stdio', --gateway-command 'vigil mcp run -- vigil bench mock --mcp-stdio', optionally\n"+
+			"--relay-command 'vigil bench relay -- vigil bench mock --mcp-stdio'; commands are split at spaces). One session per target at concurrency 1 in interleaved rounds, then\n"+
 			"--sessions concurrent sessions in a closed loop. Results are appended to --out as JSON and\n"+
 			"summarised in Markdown on stdout (and --md).", stderr)
 	direct := fs.String("direct", "", "the mock's streamable HTTP endpoint URL (M2)")
 	gw := fs.String("gateway", "", "the proxy's streamable HTTP endpoint URL (M2)")
 	floor := fs.String("floor", "", "the mock's endpoint through `vigil bench proxy` (M2, optional): what one more HTTP hop costs")
+	relay := fs.String("relay", "", "the mock's endpoint through `vigil bench relay --upstream` (M2, optional): the hardware floor of one more hop")
 	directCmd := fs.String("direct-command", "", "the command serving the mock over stdio (M1)")
+	relayCmd := fs.String("relay-command", "", "the mock served through `vigil bench relay -- …` (M1, optional): the hardware floor of one more process")
 	gwCmd := fs.String("gateway-command", "", "the wrapper command serving the mock over stdio (M1)")
 	config := fs.String("config-id", "", "configuration id recorded with the results (default M2 over HTTP, M1 over stdio)")
 	n := fs.Int("requests", 2000, "measured calls per target at concurrency 1")
@@ -196,6 +199,9 @@ func benchMCP(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			gh.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 		}
 		targets = []mcpTarget{{name: "direct", url: *direct}}
+		if *relay != "" {
+			targets = append(targets, mcpTarget{name: "relay", url: *relay})
+		}
 		if *floor != "" {
 			targets = append(targets, mcpTarget{name: "floor", url: *floor})
 		}
@@ -204,12 +210,16 @@ func benchMCP(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			*config = "M2"
 		}
 	case *directCmd != "" && *gwCmd != "" && *direct == "" && *gw == "":
-		if len(hdrs) > 0 || *floor != "" {
-			return exitCode(2, "bench mcp: --header and --floor apply to URLs (M2), not to commands")
+		if len(hdrs) > 0 || *floor != "" || *relay != "" {
+			return exitCode(2, "bench mcp: --header, --floor and --relay apply to URLs (M2), not to commands")
 		}
 		// Every session's command writes to stderr: one at a time.
 		errw := &lockedWriter{w: stderr}
-		targets = []mcpTarget{{name: "direct", command: strings.Fields(*directCmd), stderr: errw}, {name: "gateway", command: strings.Fields(*gwCmd), stderr: errw}}
+		targets = []mcpTarget{{name: "direct", command: strings.Fields(*directCmd), stderr: errw}}
+		if *relayCmd != "" {
+			targets = append(targets, mcpTarget{name: "relay", command: strings.Fields(*relayCmd), stderr: errw})
+		}
+		targets = append(targets, mcpTarget{name: "gateway", command: strings.Fields(*gwCmd), stderr: errw})
 		if *config == "" {
 			*config = "M1"
 		}
@@ -295,6 +305,11 @@ func benchMCP(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		g, f := totals(all["gateway"]), totals(all["floor"])
 		fmt.Fprintf(&summary, "\ngateway − floor: p50 %+.0f µs, p99 %+.0f µs\n", 1000*(pct(g, 50)-pct(f, 50)), 1000*(pct(g, 99)-pct(f, 99)))
 		add("c1", "gateway-floor", map[string]float64{"p50_ms": pct(g, 50) - pct(f, 50), "p99_ms": pct(g, 99) - pct(f, 99)})
+	}
+	if *relay != "" || *relayCmd != "" {
+		g, f := totals(all["gateway"]), totals(all["relay"])
+		fmt.Fprintf(&summary, "\ngateway − relay: p50 %+.0f µs, p99 %+.0f µs\n", 1000*(pct(g, 50)-pct(f, 50)), 1000*(pct(g, 99)-pct(f, 99)))
+		add("c1", "gateway-relay", map[string]float64{"p50_ms": pct(g, 50) - pct(f, 50), "p99_ms": pct(g, 99) - pct(f, 99)})
 	}
 	if r := results[len(targets)-1]; r.Values["overhead_header_mean_abs_diff_ms"] != 0 {
 		fmt.Fprintf(&summary, "\nVigil-Overhead-Ms vs measured added latency: mean absolute difference %.3f ms\n", r.Values["overhead_header_mean_abs_diff_ms"])
