@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -200,6 +201,51 @@ func BenchmarkM2Floor(b *testing.B) {
 	pairs := []sessionPair{{
 		direct: connectBench(b, &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp/", HTTPClient: hc, DisableStandaloneSSE: true}),
 		vigil:  connectBench(b, &sdk.StreamableClientTransport{Endpoint: ps.URL + "/mcp/", HTTPClient: hc, DisableStandaloneSSE: true}),
+	}}
+	runPairs(b, pairs)
+}
+
+// BenchmarkM2RawRelay is the hardware floor under M2: the same calls
+// through a TCP relay that copies bytes both ways (io.Copy) and does
+// nothing else, so no HTTP proxy can add less than it does. Pinned like
+// the gateway, `vigil bench relay` measures the same in bench/gateway/run.sh.
+func BenchmarkM2RawRelay(b *testing.B) {
+	up := &upstream{env: map[string]string{}}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "benchsrv", Version: "1"}, nil)
+	testTools(srv, up.getenv)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp/", h)
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	upAddr := hs.Listener.Addr().String()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("tcp", upAddr)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c); u.(*net.TCPConn).CloseWrite() }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	pairs := []sessionPair{{
+		direct: connectBench(b, &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp/", HTTPClient: hc, DisableStandaloneSSE: true}),
+		vigil:  connectBench(b, &sdk.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + "/mcp/", HTTPClient: hc, DisableStandaloneSSE: true}),
 	}}
 	runPairs(b, pairs)
 }

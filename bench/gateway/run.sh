@@ -77,16 +77,22 @@ if [ -z "${QUICK:-}" ]; then
   pin1 "$V" bench run --stream --requests "$SN" --warmup 2 --rounds 7 --out "$res" --md "$md" --config-id S3 --direct $SD --floor $SF \
     --gateway http://127.0.0.1:19013/api/v1/gateway/openai/chat/completions
 fi
-# M1, M2: MCP tools/call through the stdio wrapper (pinned like the
-# gateway; the server it starts goes back to core 1) and through the
+# M1, M2: MCP tools/call through the stdio wrapper and through the
 # streamable proxy of the g0 instance, against the mock's MCP server.
-if command -v taskset >/dev/null; then P0="taskset -c 0 env GOMAXPROCS=1"; P1="taskset -c 1"; else P0="env GOMAXPROCS=1"; P1=""; fi
+# Fair per §11: Vigil (and the raw relay, the hardware floor: io.Copy both
+# ways, nothing else) on core 0 with GOMAXPROCS=1; the MCP server behind
+# the wrapper or relay back on core 1 with the direct server's environment
+# (affinity and GOMAXPROCS as the load generator gives them).
+if command -v taskset >/dev/null; then P0="taskset -c 0 env GOMAXPROCS=1"; P1="taskset -c 1 env -u GOMAXPROCS"; else P0="env GOMAXPROCS=1"; P1="env -u GOMAXPROCS"; fi
 MS=${MCP_SESSIONS:-32}
 if [ -n "${QUICK:-}" ]; then MS=""; fi
+(pin0 "$V" bench relay --listen 127.0.0.1:19004 --upstream 127.0.0.1:19000 2>/dev/null) & pids+=($!)
+wait_up http://127.0.0.1:19004/v1/models
 pin1 "$V" bench mcp --requests "$N" --warmup "$WARM" --out "$res" --md "$md" --config-id M2 --sessions "$MS" \
-  --direct http://127.0.0.1:19000/mcp/ --floor http://127.0.0.1:19001/mcp/ --gateway http://127.0.0.1:19002/api/v1/gateway/mcp/streamable \
-  --header "MCP-SERVER-BASE-URL: http://127.0.0.1:19000"
+  --direct http://127.0.0.1:19000/mcp/ --relay http://127.0.0.1:19004/mcp/ --floor http://127.0.0.1:19001/mcp/ \
+  --gateway http://127.0.0.1:19002/api/v1/gateway/mcp/streamable --header "MCP-SERVER-BASE-URL: http://127.0.0.1:19000"
 (unset VIGIL_API_KEY; pin1 "$V" bench mcp --requests "$N" --warmup "$WARM" --out "$res" --md "$md" --config-id M1 --sessions "$MS" \
   --direct-command "$V bench mock --mcp-stdio" \
+  --relay-command "$P0 $V bench relay -- $P1 $V bench mock --mcp-stdio" \
   --gateway-command "$P0 $V mcp run --log-file $tmp/mcp.log --cache-dir $tmp/mcp-cache --spool-dir $tmp/mcp-spool -- $P1 $V bench mock --mcp-stdio")
 echo "results: $res, $md"
