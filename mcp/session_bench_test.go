@@ -33,3 +33,30 @@ func BenchmarkSessionCall(b *testing.B) {
 		s.FromServer(ctx, []byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{"content":[{"type":"text","text":"hello"}]}}`))
 	}
 }
+
+// BenchmarkSessionPassthrough is the cost of one tools/call round trip
+// in a session with no rule to apply: with a Guard that has no rules
+// (events still built and kept for checks) and with none (the stdio
+// wrapper without rules or dataset: nothing but the pin verdicts).
+//
+//	go test ./mcp -run '^$' -bench SessionPassthrough -benchtime 20000x -benchmem
+func BenchmarkSessionPassthrough(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		guard *Guard
+	}{{"empty-guard", &Guard{}}, {"no-guard", nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := NewSession(Options{Guard: c.guard})
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := range b.N {
+				id := strconv.Itoa(i + 1)
+				fwd, reply := s.FromClient(ctx, []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`))
+				if fwd == nil || reply != nil {
+					b.Fatalf("call %d blocked", i)
+				}
+				s.FromServer(ctx, []byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{"content":[{"type":"text","text":"hello"}]}}`))
+			}
+		})
+	}
+}

@@ -196,6 +196,12 @@ func runMCPRun(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	} else if *dataset != "" {
 		return exitCode(2, "mcp run: --dataset needs an API key (--api-key or VIGIL_API_KEY)")
 	}
+	if len(guard.Rules) == 0 && *dataset == "" {
+		// No rule now and none can come (no dataset to follow): nothing
+		// is checked, so the session need not build and keep events for
+		// checks (pin verdicts still apply).
+		opt.Guard = nil
+	}
 	code, err := mcp.RunStdio(ctx, mcp.StdioConfig{Command: command, Session: opt, Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		return exitCode(code, err.Error())
