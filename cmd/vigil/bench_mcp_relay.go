@@ -38,7 +38,7 @@ func benchRelay(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		if err != nil {
 			return fmt.Errorf("bench relay: %w", err)
 		}
-		fmt.Fprintf(stderr, "vigil bench relay: listening on %s -> %s\n", ln.Addr(), *upstream)
+		fmt.Fprintf(stderr, "vigil bench relay: listening on http://%s (raw TCP to %s)\n", ln.Addr(), *upstream)
 		return relayTCP(ctx, ln, *upstream)
 	default:
 		return exitCode(2, "bench relay: give --upstream (TCP) or -- COMMAND (stdio), not both")

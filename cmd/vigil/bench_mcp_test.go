@@ -21,7 +21,7 @@ func init() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-var mockListenRx = regexp.MustCompile(`vigil bench (?:mock|proxy): listening on (http://[0-9.:]+)`)
+var mockListenRx = regexp.MustCompile(`vigil bench (?:mock|proxy|relay): listening on (http://[0-9.:]+)`)
 
 // startBenchMock runs `vigil bench mock --listen 127.0.0.1:0` in the test
 // process and returns its base URL.
@@ -108,16 +108,17 @@ func TestBenchMCP(t *testing.T) {
 		serveEnv(t)
 		mock := startBenchMock(t)
 		floor := startBench(t, "proxy", "--upstream", mock)
+		relay := startBench(t, "relay", "--upstream", strings.TrimPrefix(mock, "http://"))
 		p := startInProcess(t, "--data-dir", filepath.Join(t.TempDir(), "data"))
 		dir := t.TempDir()
 		res, md := filepath.Join(dir, "bench-results.json"), filepath.Join(dir, "bench-summary.md")
 		code, out, errs := runVigil(t, "", "bench", "mcp", "--direct", mock+"/mcp/", "--gateway", p.url+"/api/v1/gateway/mcp/streamable",
-			"--header", "MCP-SERVER-BASE-URL: "+mock, "--floor", floor+"/mcp/", "--requests", "70", "--warmup", "5", "--sessions", "4", "--out", res, "--md", md)
+			"--header", "MCP-SERVER-BASE-URL: "+mock, "--floor", floor+"/mcp/", "--relay", relay+"/mcp/", "--requests", "70", "--warmup", "5", "--sessions", "4", "--out", res, "--md", md)
 		if code != 0 {
 			t.Fatalf("bench mcp: %d\n%s\n%s", code, out, errs)
 		}
 		got := checkMCPResults(t, readBenchResults(t, res), "M2", 4)
-		for _, k := range []string{"c1/floor", "sessions/floor", "c1/gateway-floor"} {
+		for _, k := range []string{"c1/floor", "sessions/floor", "c1/gateway-floor", "c1/relay", "sessions/relay", "c1/gateway-relay"} {
 			if _, ok := got[k]; !ok {
 				t.Errorf("no %s result", k)
 			}
@@ -129,7 +130,7 @@ func TestBenchMCP(t *testing.T) {
 			t.Errorf("the proxy's Vigil-Overhead-Ms was not compared with the measured added latency: %v", got["c1/gateway"].Values)
 		}
 		summary, _ := os.ReadFile(md)
-		for _, want := range []string{"## vigil bench: M2, MCP tools/call over streamable HTTP", "### concurrency 1 (70 calls per target", "| gateway | 4 |", "| floor | 4 |", "gateway − floor: p50"} {
+		for _, want := range []string{"## vigil bench: M2, MCP tools/call over streamable HTTP", "### concurrency 1 (70 calls per target", "| gateway | 4 |", "| floor | 4 |", "| relay | 4 |", "gateway − floor: p50", "gateway − relay: p50"} {
 			if !strings.Contains(string(summary), want) || !strings.Contains(out, want) {
 				t.Errorf("summary lacks %q:\n%s", want, summary)
 			}
@@ -149,11 +150,16 @@ func TestBenchMCP(t *testing.T) {
 		wrapCmd := exe + " mcp run --log-file " + filepath.Join(dir, "mcp.log") + " --cache-dir " + filepath.Join(dir, "cache") +
 			" --spool-dir " + filepath.Join(dir, "spool") + " -- " + mockCmd
 		code, out, errs := runVigil(t, "", "bench", "mcp", "--direct-command", mockCmd, "--gateway-command", wrapCmd,
-			"--requests", "35", "--warmup", "5", "--sessions", "2", "--out", res)
+			"--relay-command", exe+" bench relay -- "+mockCmd, "--requests", "35", "--warmup", "5", "--sessions", "2", "--out", res)
 		if code != 0 {
 			t.Fatalf("bench mcp: %d\n%s\n%s", code, out, errs)
 		}
-		checkMCPResults(t, readBenchResults(t, res), "M1", 2)
+		got := checkMCPResults(t, readBenchResults(t, res), "M1", 2)
+		for _, k := range []string{"c1/relay", "sessions/relay", "c1/gateway-relay"} {
+			if _, ok := got[k]; !ok {
+				t.Errorf("no %s result", k)
+			}
+		}
 		if !strings.Contains(out, "## vigil bench: M1, MCP tools/call over stdio") {
 			t.Errorf("summary:\n%s", out)
 		}
@@ -165,10 +171,17 @@ func TestBenchMCP(t *testing.T) {
 			{"bench", "mcp", "--direct", "http://x/", "--gateway", "http://y/", "--direct-command", "a", "--gateway-command", "b"},
 			{"bench", "mcp", "--direct-command", "a", "--gateway-command", "b", "--header", "X: y"},
 			{"bench", "mcp", "--direct-command", "a", "--gateway-command", "b", "--floor", "http://z/"},
+			{"bench", "mcp", "--direct-command", "a", "--gateway-command", "b", "--relay", "http://z/"},
 			{"bench", "mcp", "--direct", "http://x/", "--gateway", "http://y/", "--sessions", "zero"},
 		} {
 			code, _, errs := runVigil(t, "", args...)
 			if code != 2 || !strings.Contains(errs, "bench mcp:") {
+				t.Errorf("%v: code %d, stderr %q", args, code, errs)
+			}
+		}
+		for _, args := range [][]string{{"bench", "relay"}, {"bench", "relay", "--upstream", "127.0.0.1:1", "--", "cat"}} {
+			code, _, errs := runVigil(t, "", args...)
+			if code != 2 || !strings.Contains(errs, "bench relay:") {
 				t.Errorf("%v: code %d, stderr %q", args, code, errs)
 			}
 		}
