@@ -83,14 +83,13 @@ func writeLineBuf(w io.Writer, buf *[]byte, b []byte) error {
 }
 
 // blockingIO puts a pipe of the wrapper in blocking mode (os.File.Fd
-// does). The goroutine relaying a direction then sleeps in read(2) and
-// the kernel wakes its thread as soon as a message arrives. Through the
-// runtime's network poller a wake-up needs a thread polling with a free
-// P: with GOMAXPROCS=1 (the wrapper pinned to one core, spec/gateway.md
-// §11) the one P is often held by the other direction's blocking stdin
-// read, and each message waited for the scheduler's monitor to take it
-// back (measured: +270 µs added per tools/call round trip, against
-// +130 µs with every pipe blocking; unchanged at GOMAXPROCS=2).
+// does). It is used when the wrapper's stdin cannot be polled (a
+// terminal): a goroutine then sleeps in read(2) for it, and mixing that
+// with the runtime's network poller at GOMAXPROCS=1 makes each message
+// wait for the scheduler's monitor to hand the one P back (measured:
+// +270 µs added per tools/call round trip, against +130 µs with every
+// pipe blocking). With stdin a pipe or socket every read goes through the
+// poller instead (pollableReader).
 func blockingIO(x any) {
 	if f, ok := x.(*os.File); ok {
 		_ = f.Fd()
@@ -148,9 +147,17 @@ func RunStdio(ctx context.Context, cfg StdioConfig) (int, error) {
 	if err := cmd.Start(); err != nil {
 		return 127, fmt.Errorf("mcp run: start %s: %w", cfg.Command[0], err)
 	}
-	blockingIO(stdin)
-	blockingIO(childIn)
-	blockingIO(childOut)
+	// Both directions wait in the runtime's poller (see pollableReader)
+	// unless stdin is a file the poller cannot watch (a terminal): a
+	// thread then waits in read(2) for it, and for childOut too (see
+	// blockingIO).
+	pstdin, restore := pollableReader(stdin)
+	defer restore()
+	if f, ok := stdin.(*os.File); ok && pstdin == stdin {
+		blockingIO(f)
+		blockingIO(childOut)
+	}
+	stdin = pstdin
 	sess := NewSession(cfg.Session)
 	out := &lockedWriter{w: stdout}
 	exited := make(chan struct{})
