@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/vigilhq/vigil/client"
 	"github.com/vigilhq/vigil/server"
@@ -24,7 +25,22 @@ type ServerBackend struct {
 
 	mu    sync.Mutex
 	rules map[string]cachedGuard // dataset id → rules
+	ids   map[string]cachedID    // owner + "\x00" + dataset name → dataset id
 }
+
+// cachedID is a dataset id found by name, and when.
+type cachedID struct {
+	id string
+	at time.Time
+}
+
+// datasetIDTTL is how long a dataset's id found by its name is reused
+// without asking the store again. The ruleset version itself always comes
+// from the server's ruleset cache, which every guardrail write refreshes,
+// so only a rename or a delete of the dataset takes up to this long to
+// be seen by the rules of its MCP sessions (its traces are written by
+// name, unaffected).
+const datasetIDTTL = time.Second
 
 type cachedGuard struct {
 	version int64
@@ -49,7 +65,7 @@ func (b *ServerBackend) Open(ctx context.Context, key, dataset string) (*Access,
 		return nil, ErrForbidden
 	}
 	st := serverStore{s: b.S, c: c}
-	dsID, version, err := b.S.MCPRulesetVersion(ctx, c, dataset)
+	dsID, version, err := b.rulesetVersion(ctx, c, dataset)
 	if err != nil {
 		return nil, fmt.Errorf("guardrails of dataset %s: %w", dataset, err)
 	}
@@ -74,6 +90,46 @@ func (b *ServerBackend) Open(ctx context.Context, key, dataset string) (*Access,
 	b.mu.Unlock()
 	return &Access{Store: st, Guard: g, Owner: c.User.ID}, nil
 }
+
+// rulesetVersion returns the id and ruleset version of the caller's
+// dataset ("" when there is none yet), as server.MCPRulesetVersion does,
+// without a store query per request: the id found by name is kept for
+// datasetIDTTL and the version read from the server's ruleset cache.
+func (b *ServerBackend) rulesetVersion(ctx context.Context, c *server.Caller, dataset string) (string, int64, error) {
+	if dataset == "" || c == nil {
+		return "", 0, nil
+	}
+	k := c.User.ID + "\x00" + dataset
+	b.mu.Lock()
+	ci, ok := b.ids[k]
+	b.mu.Unlock()
+	if ok && time.Since(ci.at) < datasetIDTTL {
+		if r, err := b.S.DatasetRulesByID(ctx, ci.id); err == nil {
+			return ci.id, r.Version, nil
+		}
+	}
+	id, version, err := b.S.MCPRulesetVersion(ctx, c, dataset)
+	if err != nil {
+		return "", 0, err
+	}
+	b.mu.Lock()
+	if b.ids == nil {
+		b.ids = map[string]cachedID{}
+	}
+	if id == "" {
+		delete(b.ids, k)
+	} else {
+		if len(b.ids) >= maxCachedIDs {
+			clear(b.ids)
+		}
+		b.ids[k] = cachedID{id, time.Now()}
+	}
+	b.mu.Unlock()
+	return id, version, nil
+}
+
+// maxCachedIDs bounds the dataset ids kept by name.
+const maxCachedIDs = 10000
 
 // load compiles the dataset's MCP guardrails.
 func (b *ServerBackend) load(ctx context.Context, c *server.Caller, dataset string) (*Guard, error) {
