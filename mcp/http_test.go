@@ -428,6 +428,11 @@ func TestHTTPProxyRuleChange(t *testing.T) {
 	if ds == nil {
 		t.Fatal(err)
 	}
+	// A request once the dataset exists: its id and ruleset version are
+	// now cached, and the write below must still apply at once.
+	if _, _, err := callText(t, cs, "echo", map[string]any{"text": "still allowed"}); err != nil {
+		t.Fatalf("before the rule: %v", err)
+	}
 	if _, err := b.c.CreateGuardrail(context.Background(), ds.ID, client.GuardrailCreate{Name: "no forbidden", Action: "block", Policy: argRule}); err != nil {
 		t.Fatal(err)
 	}
