@@ -27,6 +27,9 @@ import (
 // at p50 and p99. Sub-benchmarks c=1 and c=32 (concurrent sessions).
 //
 //	go test ./mcp -run '^$' -bench 'M[12]' -benchtime 2000x -count 1
+//
+// BenchmarkM2Floor (httputil.ReverseProxy) and BenchmarkM2RawRelay (a
+// TCP relay that only copies bytes) give the floors M2 is read against.
 
 // sessionPair is one direct and one proxied client session.
 type sessionPair struct {
