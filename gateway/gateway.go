@@ -138,6 +138,12 @@ type Options struct {
 	Stream            StreamOptions
 	SessionStitching  string        // auto (default), header or off
 	SessionIdle       time.Duration // default 30m
+	// MaxSessions caps the open sessions of the stitching index (default
+	// DefaultMaxSessions, negative: no cap). Past it the least recently
+	// active sessions end as if idle (their runs are finished and a later
+	// call starts a new trace), which bounds the index's memory (a few KB
+	// per session) whatever the call rate.
+	MaxSessions int
 	// SessionScope is session_guardrail_scope: "request" (default) or
 	// "session" (the input check of a header session also sees the
 	// session's other events, spec §6.7).
@@ -189,6 +195,11 @@ type Gateway struct {
 // DefaultMaxRequestBytes is the largest request body (gateway.max_request_bytes).
 const DefaultMaxRequestBytes = 32 << 20
 
+// DefaultMaxSessions is the default cap on the open sessions of the
+// stitching index (Options.MaxSessions): about 5 KB each, a few hundred
+// MB at most.
+const DefaultMaxSessions = 50000
+
 // New returns a gateway with opts. It fails when an upstream is invalid.
 func New(opts Options) (*Gateway, error) {
 	if opts.EvalTimeout <= 0 {
@@ -199,6 +210,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.SessionIdle <= 0 {
 		opts.SessionIdle = 30 * time.Minute
+	}
+	if opts.MaxSessions == 0 {
+		opts.MaxSessions = DefaultMaxSessions
 	}
 	s := &opts.Stream
 	if s.Mode == "" {
@@ -243,6 +257,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.hc = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	g.sessions = newSessions(opts.SessionIdle, g.now)
+	g.sessions.max = max(0, opts.MaxSessions)
 	if opts.Recorder != nil {
 		g.sessions.finish = g.finishRun
 	}

@@ -155,13 +155,18 @@ func (g *Gateway) evaluate(ctx context.Context, gs []*Guardrail, past, pending [
 		v.elapsed = time.Since(start)
 		return v
 	}
-	g.evaluateTraces(ctx, v, gs, pt, nt, params, blocking)
+	g.evaluateTraces(ctx, v, gs, pt, nt, params, blocking, false)
 	v.elapsed = time.Since(start)
 	return v
 }
 
-// evaluateTraces is evaluate on decoded traces, filling v.
-func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrail, pt, nt *trace.Trace, params map[string]any, blocking bool) {
+// evaluateTraces is evaluate on decoded traces, filling v. With newOnly
+// the evaluation is policy.AnalyzeNew: combinations of past events only
+// are not enumerated, so a rule failure that only past events cause is
+// not reported again (the caller has evaluated those events already).
+// Violations are the same either way: a pending-mode violation must
+// involve a pending event.
+func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrail, pt, nt *trace.Trace, params map[string]any, blocking, newOnly bool) {
 	for _, gr := range gs {
 		if gr.Err != nil || gr.Policy == nil {
 			reason := "rule does not compile"
@@ -171,7 +176,7 @@ func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrai
 			v.fail(g, gr, reason, blocking)
 			continue
 		}
-		res, err := g.analyze(ctx, gr.Policy, pt, nt, params)
+		res, err := g.analyze(ctx, gr.Policy, pt, nt, params, newOnly)
 		if err != nil {
 			v.fail(g, gr, err.Error(), blocking)
 			continue
@@ -194,7 +199,10 @@ func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrai
 
 // evaluateOn runs gs with the request's events decoded once (the call's
 // request trace), split at k into past and pending, then extra events
-// as pending after all of them (the draft or final response).
+// as pending after all of them (the draft or final response). The
+// extra events are evaluated at the cost of the new events
+// (policy.AnalyzeNew): the request's events were evaluated by the
+// input check of the same rules, which reported their failures.
 func (c *call) evaluateOn(ctx context.Context, gs []*Guardrail, k int, extra []event) *verdict {
 	g := c.g
 	start := time.Now()
@@ -218,14 +226,14 @@ func (c *call) evaluateOn(ctx context.Context, gs []*Guardrail, k int, extra []e
 	if extra == nil {
 		past, pending = &trace.Trace{Events: rt.Events[:k]}, &trace.Trace{Events: rt.Events[k:]}
 	}
-	g.evaluateTraces(ctx, v, gs, past, pending, c.rules.params, true)
+	g.evaluateTraces(ctx, v, gs, past, pending, c.rules.params, true, extra != nil)
 	v.elapsed = time.Since(start)
 	return v
 }
 
 // analyze evaluates one rule with the evaluation timeout, recovering a
 // panic into an error.
-func (g *Gateway) analyze(ctx context.Context, p *policy.Policy, past, pending *trace.Trace, params map[string]any) (res *policy.Result, err error) {
+func (g *Gateway) analyze(ctx context.Context, p *policy.Policy, past, pending *trace.Trace, params map[string]any, newOnly bool) (res *policy.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.EvalTimeout)
 	defer cancel()
 	defer func() {
@@ -233,7 +241,11 @@ func (g *Gateway) analyze(ctx context.Context, p *policy.Policy, past, pending *
 			res, err = nil, fmt.Errorf("engine panic: %v", r)
 		}
 	}()
-	res, err = p.AnalyzePending(ctx, past, pending, params)
+	if newOnly {
+		res, err = p.AnalyzeNew(ctx, past, pending, params)
+	} else {
+		res, err = p.AnalyzePending(ctx, past, pending, params)
+	}
 	if err != nil && ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("evaluation longer than %s", g.opts.EvalTimeout)
 	}

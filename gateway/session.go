@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +84,9 @@ type sessions struct {
 	// swept is when expire last ran: it walks every session, so it runs
 	// at most once a second, not on every call.
 	swept time.Time
+	// max caps the open sessions (0: no cap): past it, expire ends the
+	// least recently active ones, as if idle, down to 9/10 of max.
+	max int
 	// j persists the index (nil: memory only).
 	j *journal
 	// finish hands the run of an ended session to the recorder (nil:
@@ -319,6 +323,10 @@ func (ss *sessions) expire(now time.Time) {
 		return
 	}
 	ss.swept = now
+	idle := func(s *session) bool { return now.Sub(s.last) >= ss.idle }
+	if cut, ok := ss.evictBefore(); ok {
+		idle = func(s *session) bool { return now.Sub(s.last) >= ss.idle || !s.last.After(cut) }
+	}
 	end := func(s *session) {
 		if !s.ended && ss.finish != nil {
 			s.ended = true
@@ -328,7 +336,7 @@ func (ss *sessions) expire(now time.Time) {
 	for k, list := range ss.bounds {
 		keep := list[:0]
 		for _, s := range list {
-			if now.Sub(s.last) < ss.idle {
+			if !idle(s) {
 				keep = append(keep, s)
 			} else {
 				end(s)
@@ -341,7 +349,7 @@ func (ss *sessions) expire(now time.Time) {
 		}
 	}
 	for k, s := range ss.byKey {
-		if now.Sub(s.last) >= ss.idle {
+		if idle(s) {
 			end(s)
 			delete(ss.byKey, k)
 			if len(ss.ended) > 100000 {
@@ -351,7 +359,7 @@ func (ss *sessions) expire(now time.Time) {
 		}
 	}
 	for k, s := range ss.responses {
-		if now.Sub(s.last) >= ss.idle {
+		if idle(s) {
 			end(s)
 			delete(ss.responses, k)
 		}
@@ -359,4 +367,44 @@ func (ss *sessions) expire(now time.Time) {
 	if len(ss.items) > 100000 {
 		clear(ss.items) // item_reference falls back to a placeholder event
 	}
+}
+
+// evictBefore reports, when the index holds more than max sessions, the
+// activity time at or before which sessions are ended to bring it back
+// to 9/10 of max: the least recently active go first. Each session keeps
+// its trace's call records (a few KB) for the idle timeout, so without a
+// cap the index grows with the call rate (30 min of new sessions).
+func (ss *sessions) evictBefore() (time.Time, bool) {
+	if ss.max <= 0 {
+		return time.Time{}, false
+	}
+	// A cheap upper bound first: a session is listed once per boundary.
+	n := len(ss.byKey) + len(ss.responses)
+	for _, list := range ss.bounds {
+		n += len(list)
+	}
+	if n <= ss.max {
+		return time.Time{}, false
+	}
+	all := make(map[*session]struct{}, n)
+	for _, list := range ss.bounds {
+		for _, s := range list {
+			all[s] = struct{}{}
+		}
+	}
+	for _, s := range ss.byKey {
+		all[s] = struct{}{}
+	}
+	for _, s := range ss.responses {
+		all[s] = struct{}{}
+	}
+	if len(all) <= ss.max {
+		return time.Time{}, false
+	}
+	lasts := make([]time.Time, 0, len(all))
+	for s := range all {
+		lasts = append(lasts, s.last)
+	}
+	slices.SortFunc(lasts, func(a, b time.Time) int { return a.Compare(b) })
+	return lasts[len(lasts)-ss.max*9/10-1], true
 }

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +89,53 @@ func FuzzSessionJournal(f *testing.F) {
 			t.Fatalf("reload differs: %d/%d keys, %d/%d bounds", len(ss.byKey), len(ss2.byKey), len(ss.bounds), len(ss2.bounds))
 		}
 	})
+}
+
+// TestSessionsCap: past max open sessions, expiry ends the least recently
+// active ones down to 9/10 of max, finishing their runs; the idle timeout
+// alone would keep them all.
+func TestSessionsCap(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	ss := newSessions(time.Hour, func() time.Time { return now })
+	ss.max = 10
+	var finished []string
+	ss.finish = func(s *session) { finished = append(finished, s.traceID) }
+	for i := range 15 {
+		s := &session{traceID: fmt.Sprint("t", i), last: now.Add(time.Duration(i-15) * time.Second)}
+		if i%2 == 0 {
+			ss.byKey[fmt.Sprint("h:", i)] = s
+		} else {
+			// a prefix session listed under two boundaries
+			ss.bounds[fmt.Sprint("b", i)] = append(ss.bounds[fmt.Sprint("b", i)], s)
+			ss.bounds["shared"] = append(ss.bounds["shared"], s)
+		}
+	}
+	ss.expire(now)
+	n := len(ss.byKey)
+	seen := map[*session]bool{}
+	for _, list := range ss.bounds {
+		for _, s := range list {
+			seen[s] = true
+		}
+	}
+	n += len(seen)
+	if n != 9 {
+		t.Fatalf("%d sessions open after expiry, want 9", n)
+	}
+	slices.Sort(finished)
+	want := []string{"t0", "t1", "t2", "t3", "t4", "t5"}
+	if !slices.Equal(finished, want) {
+		t.Errorf("finished %v, want the 6 least recently active %v", finished, want)
+	}
+	for _, s := range ss.byKey {
+		if s.traceID < "t6" && len(s.traceID) == 2 {
+			t.Errorf("session %s kept", s.traceID)
+		}
+	}
+	// Under the cap nothing more ends.
+	now = now.Add(2 * time.Second)
+	ss.expire(now)
+	if len(finished) != 6 {
+		t.Errorf("finished %d sessions under the cap", len(finished))
+	}
 }

@@ -66,8 +66,12 @@ if [ -z "${QUICK:-}" ]; then
   run --config-id G2 --direct $D --floor $F --gateway http://127.0.0.1:19003/api/v1/gateway/bench/openai/chat/completions \
     --header "Invariant-Authorization: Bearer $KEY" --gateway-pid "$pid_g1"
   # Under load (after the c=1 runs: an overloaded instance would skew them).
+  # The open loop goes upward until failure (spec §11): the frontier is the
+  # highest rate whose added p99 stays within the limit; the direct target's
+  # p99 at each rate shows whether the load generator itself (on core 1 with
+  # the mock) keeps up.
   run --config-id G1 --requests 20 --warmup 10 --rounds 1 --direct $D --floor $F --gateway http://127.0.0.1:19003/api/v1/gateway/openai/chat/completions \
-    --gateway-pid "$pid_g1" --concurrency "${CONCURRENCY:-16,64}" --rates "${RATES:-500,1000,2000}"
+    --gateway-pid "$pid_g1" --concurrency "${CONCURRENCY:-16,64}" --rates "${RATES:-500,1000,2000,3000,4000,5000,6000}"
 fi
 SD=http://127.0.0.1:19010/v1/chat/completions; SF=http://127.0.0.1:19011/v1/chat/completions
 SN=${SN:-14}  # streamed requests per target: each takes ~1.3 s (64 chunks, 20 ms apart)
