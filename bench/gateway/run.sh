@@ -19,7 +19,7 @@ pin0() { if command -v taskset >/dev/null; then exec taskset -c 0 env GOMAXPROCS
 pin1() { if command -v taskset >/dev/null; then taskset -c 1 "$@"; else "$@"; fi; }
 bg1() { if command -v taskset >/dev/null; then exec taskset -c 1 "$@"; else exec "$@"; fi; }
 
-for p in 19000 19001 19002 19003 19010 19011 19012 19013; do
+for p in 19000 19001 19002 19003 19004 19010 19011 19012 19013; do
   if curl -s -o /dev/null "http://127.0.0.1:$p/"; then echo "port $p is in use: stop what runs there first" >&2; exit 1; fi
 done
 (cd "$root" && go build -o "$tmp/vigil" ./cmd/vigil)
