@@ -17,10 +17,12 @@ import (
 // one regressed by more than --max-regression.
 //
 // The added p50 is the median over interleaved rounds of (gateway −
-// direct). When both files hold the floor proxy's figures for the same
-// configuration, the gateway's ratio is divided by the floor's ratio, so a
-// machine that is slower as a whole (a loaded CI runner) does not read as
-// a gateway regression, and one that is faster does not hide one.
+// direct); for a streaming configuration, the added time to first byte.
+// When both files hold the floor proxy's figures for the same
+// configuration and the floor got slower, the gateway's ratio is divided
+// by the floor's, so a machine that is slower as a whole (a loaded CI
+// runner) does not read as a gateway regression. A floor that got faster
+// is not used: with few samples that is mostly noise.
 
 // gateResult is one configuration's comparison.
 type gateResult struct {
@@ -33,11 +35,11 @@ type gateResult struct {
 
 func benchGate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench gate", "bench gate --baseline FILE [--max-regression 0.2] [--configs G1,S1] RESULTS",
-		"Compare the gateway's added p50 at concurrency 1 in RESULTS (a bench-results.json written by\n"+
+		"Compare the gateway's added p50 at concurrency 1 (streams: added time to first byte) in RESULTS (a bench-results.json written by\n"+
 			"vigil bench run or mcp) with --baseline, configuration by configuration, and exit 1 when one\n"+
 			"regressed by more than --max-regression (0.2 = 20%). When both files hold the floor proxy's\n"+
-			"figures, the comparison is relative to the floor measured in the same run, so a machine that\n"+
-			"is slower as a whole does not fail the gate. Differences under --min-delta are ignored.", stderr)
+			"figures and the floor got slower, the comparison is relative to the floor measured in the same\n"+
+			"run, so a machine that is slower as a whole does not fail the gate. Differences under --min-delta are ignored.", stderr)
 	baseline := fs.String("baseline", "", "the stored baseline results file (required)")
 	maxReg := fs.Float64("max-regression", 0.2, "largest accepted regression of the added p50, as a fraction")
 	minDelta := fs.Float64("min-delta", 0.02, "added-p50 differences below this many milliseconds never fail")
@@ -106,15 +108,19 @@ func loadBenchResults(path string) ([]BenchResult, error) {
 }
 
 // addedP50 is target's added p50 at concurrency 1 for config and payload
-// in rs: the median over rounds where it was recorded, else the p50 of all
-// samples; the last entry wins (a results file is appended to).
+// in rs: for a streaming configuration the added time to first byte (its
+// total duration is the mock's pacing, ±10 ms), else the median over
+// rounds where it was recorded, else the p50 of all samples; the last
+// entry wins (a results file is appended to).
 func addedP50(rs []BenchResult, config, payload, target string) (float64, bool) {
 	v, ok := 0.0, false
 	for _, r := range rs {
 		if r.Config != config || r.Payload != payload || r.Measurement != "c1" || r.Target != target {
 			continue
 		}
-		if x, has := r.Values["round_added_p50_median_ms"]; has {
+		if x, has := r.Values["added_ttfb_p50_ms"]; has {
+			v, ok = x, true // a stream: its total duration is the mock's pacing
+		} else if x, has := r.Values["round_added_p50_median_ms"]; has {
 			v, ok = x, true
 		} else if x, has := r.Values["added_p50_ms"]; has {
 			v, ok = x, true
@@ -151,7 +157,7 @@ func gateCompare(base, now []BenchResult, only []string, maxReg, minDelta float6
 		fn, okn := addedP50(now, b.Config, b.Payload, "floor")
 		if okb && okn && fb > 0 && fn > 0 {
 			r.floorBase, r.floorNow = fb, fn
-			r.ratio /= fn / fb
+			r.ratio /= math.Max(1, fn/fb)
 		}
 		// The regression in milliseconds at the baseline's machine speed.
 		delta := r.ratio*r.base - r.base

@@ -16,6 +16,30 @@ func c1(config, target string, addedP50 float64) BenchResult {
 		Values: map[string]float64{"added_p50_ms": addedP50 + 1, "round_added_p50_median_ms": addedP50}}
 }
 
+// stream is a streaming configuration's concurrency-1 result: a total
+// duration dominated by the mock's pacing, and its added time to first byte.
+func stream(config, target string, addedTotal, addedTTFB float64) BenchResult {
+	return BenchResult{Config: config, Payload: "small", Measurement: "c1", Target: target,
+		Values: map[string]float64{"round_added_p50_median_ms": addedTotal, "added_ttfb_p50_ms": addedTTFB}}
+}
+
+func TestGateStreamsUseFirstByte(t *testing.T) {
+	base := []BenchResult{stream("S1", "floor", -6, 0.28), stream("S1", "gateway", -6.5, 0.36)}
+	for _, tt := range []struct {
+		name      string
+		now       []BenchResult
+		regressed bool
+	}{
+		{"pacing noise in the total is ignored", []BenchResult{stream("S1", "floor", 4, 0.28), stream("S1", "gateway", 9, 0.37)}, false},
+		{"a slower first byte fails", []BenchResult{stream("S1", "floor", -6, 0.28), stream("S1", "gateway", -6.5, 0.60)}, true},
+	} {
+		rs := gateCompare(base, tt.now, nil, 0.2, 0.02)
+		if len(rs) != 1 || !rs[0].comparable || rs[0].regressed != tt.regressed {
+			t.Errorf("%s: %+v, want regressed %v", tt.name, rs, tt.regressed)
+		}
+	}
+}
+
 func TestGateCompare(t *testing.T) {
 	base := []BenchResult{c1("G1", "floor", 0.25), c1("G1", "gateway", 0.30), c1("S1", "gateway", 600)}
 	tests := []struct {
@@ -31,7 +55,9 @@ func TestGateCompare(t *testing.T) {
 			nil, map[string]bool{"G1 small": true, "S1 small": false}, nil},
 		{"machine 50% slower as a whole", []BenchResult{c1("G1", "floor", 0.375), c1("G1", "gateway", 0.45), c1("S1", "gateway", 600)},
 			nil, map[string]bool{"G1 small": false, "S1 small": false}, nil},
-		{"floor faster hides nothing", []BenchResult{c1("G1", "floor", 0.20), c1("G1", "gateway", 0.30), c1("S1", "gateway", 600)},
+		{"a faster floor is noise, not a regression", []BenchResult{c1("G1", "floor", 0.20), c1("G1", "gateway", 0.30), c1("S1", "gateway", 600)},
+			nil, map[string]bool{"G1 small": false, "S1 small": false}, nil},
+		{"a faster floor does not excuse a slower gateway", []BenchResult{c1("G1", "floor", 0.20), c1("G1", "gateway", 0.40), c1("S1", "gateway", 600)},
 			nil, map[string]bool{"G1 small": true, "S1 small": false}, nil},
 		{"tiny absolute change ignored", []BenchResult{c1("G1", "floor", 0.25), c1("G1", "gateway", 0.30), c1("S1", "gateway", 600.01)},
 			[]string{"S1"}, map[string]bool{"S1 small": false}, nil},
