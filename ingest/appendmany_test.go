@@ -3,11 +3,14 @@ package ingest_test
 import (
 	"cmp"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,5 +155,72 @@ func TestAppendManyConcurrent(t *testing.T) {
 		if got.MessageCount != want {
 			t.Errorf("trace %d has %d events, want %d", i, got.MessageCount, want)
 		}
+	}
+}
+
+// panicOnce is the real store whose first AppendMany panics, as a driver
+// bug would.
+type panicOnce struct {
+	store.Store
+	fired atomic.Bool
+}
+
+func (p *panicOnce) AppendMany(ctx context.Context, reqs []store.AppendRequest) ([]store.AppendOutcome, error) {
+	if p.fired.CompareAndSwap(false, true) {
+		panic("driver bug")
+	}
+	return p.Store.AppendMany(ctx, reqs)
+}
+
+// A panic inside a combined write fails that round's callers with an
+// error instead of leaving them (and every later append) waiting.
+func TestAppendManyGroupPanic(t *testing.T) {
+	ctx := context.Background()
+	_, st, owner, _ := newIngester(t)
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := &panicOnce{Store: st}
+	in := ingest.New(ps, key, ingest.Config{})
+	var traces []store.NewTrace
+	for range 8 {
+		id := store.NewID()
+		traces = append(traces, store.NewTrace{ID: id, Messages: prepare(t, `[{"role":"user","content":"hi"}]`, id).Messages})
+	}
+	res, err := in.Push(ctx, ingest.PushRequest{PushRequest: store.PushRequest{OwnerID: owner, DatasetName: "ds", CreateIfMissing: true, Traces: traces}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for i := range 8 {
+		wg.Go(func() {
+			tr := res.Traces[i]
+			_, err := in.AppendMany(ctx, []ingest.AppendRequest{{Trace: tr, Events: prepare(t, `[{"role":"user","content":"x"}]`, tr.ID), Time: time.Now()}})
+			if err != nil {
+				if !strings.Contains(err.Error(), "driver bug") {
+					t.Errorf("append %d: %v", i, err)
+				}
+				failed.Add(1)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("appends still waiting 30 s after a panic in the store")
+	}
+	// Later appends still go through.
+	tr := res.Traces[0]
+	if _, err := in.AppendMany(ctx, []ingest.AppendRequest{{Trace: tr, Events: prepare(t, `[{"role":"user","content":"after"}]`, tr.ID), Time: time.Now()}}); err != nil {
+		t.Fatalf("append after the panic: %v", err)
+	}
+	// The round that panicked failed its callers (one, or several when
+	// their writes were combined); the others were written.
+	if n := failed.Load(); n < 1 {
+		t.Errorf("%d appends failed, want at least the one whose write panicked", n)
 	}
 }

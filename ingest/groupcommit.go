@@ -37,7 +37,9 @@ type appendBatch struct {
 	out  []store.AppendOutcome
 	err  error
 	done chan struct{} // closed once out and err are set
-	lead chan struct{} // the previous leader passes the lead
+	// finished is set with done, by the leader that closes it.
+	finished bool
+	lead     chan struct{} // the previous leader passes the lead
 }
 
 // groupCommit is the queue of batches waiting for the next combined
@@ -136,9 +138,20 @@ func (g *groupCommit) takeRound() []*appendBatch {
 // on its own.
 func (in *Ingester) writeRound(round []*appendBatch) {
 	finish := func(b *appendBatch, out []store.AppendOutcome, err error) {
-		b.out, b.err = out, err
+		b.out, b.err, b.finished = out, err, true
 		close(b.done)
 	}
+	// A panic in the store must not leave the other callers of the round
+	// waiting forever (and the group writing): each gets it as an error.
+	defer func() {
+		if p := recover(); p != nil {
+			for _, b := range round {
+				if !b.finished {
+					finish(b, nil, fmt.Errorf("append to traces: internal error: %v", p))
+				}
+			}
+		}
+	}()
 	live := round[:0]
 	for _, b := range round {
 		if err := b.ctx.Err(); err != nil {
