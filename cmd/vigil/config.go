@@ -153,6 +153,7 @@ type gatewayConfig struct {
 	Stream                gatewayStream     `yaml:"stream"`
 	SessionStitching      enum              `yaml:"session_stitching"`
 	SessionIdleTimeout    duration          `yaml:"session_idle_timeout"`
+	MaxSessions           int               `yaml:"max_sessions"`
 	SessionGuardrailScope enum              `yaml:"session_guardrail_scope"`
 	Record                gatewayRecord     `yaml:"record"`
 	MaxRequestBytes       size              `yaml:"max_request_bytes"`

@@ -52,6 +52,7 @@ var gwKeys = []gwKey{
 	{key: "stream.overhead_comment", env: "VIGIL_GATEWAY_STREAM_OVERHEAD_COMMENT", def: "false", enum: []string{"true", "false"}},
 	{key: "session_stitching", env: "VIGIL_GATEWAY_SESSION_STITCHING", def: "auto", enum: []string{"auto", "header", "off"}, help: "session stitching: auto, header or off"},
 	{key: "session_idle_timeout", env: "VIGIL_GATEWAY_SESSION_IDLE_TIMEOUT", def: "30m"},
+	{key: "max_sessions", env: "VIGIL_GATEWAY_MAX_SESSIONS", def: "50000", help: "most open stitched sessions (0: no cap); past it the least recently active end early"},
 	{key: "session_guardrail_scope", env: "VIGIL_GATEWAY_SESSION_GUARDRAIL_SCOPE", def: "request", enum: []string{"request", "session"}},
 	{key: "record.queue_size", env: "VIGIL_GATEWAY_RECORD_QUEUE_SIZE", def: "10000"},
 	{key: "record.on_full", env: "VIGIL_GATEWAY_RECORD_ON_FULL", def: "drop", enum: []string{"drop", "block"}},
@@ -120,6 +121,8 @@ func gwFileValue(fc *fileConfig, key string) string {
 		return g.SessionStitching.Value
 	case "session_idle_timeout":
 		return d(g.SessionIdleTimeout)
+	case "max_sessions":
+		return strconv.Itoa(g.MaxSessions)
 	case "session_guardrail_scope":
 		return g.SessionGuardrailScope.Value
 	case "record.queue_size":
@@ -219,6 +222,9 @@ func gatewayOptions(fc *fileConfig, vals map[string]string, comp gateway.Compile
 		Keepalive: dur("stream.keepalive"), OverheadComment: vals["stream.overhead_comment"] == "true"}
 	o.SessionStitching = vals["session_stitching"]
 	o.SessionIdle = dur("session_idle_timeout")
+	if o.MaxSessions = integer("max_sessions"); o.MaxSessions == 0 {
+		o.MaxSessions = -1 // the file's 0 is "no cap"; the gateway's 0 is its default
+	}
 	o.SessionScope = vals["session_guardrail_scope"]
 	ro.QueueSize = integer("record.queue_size")
 	ro.Block = vals["record.on_full"] == "block"

@@ -160,3 +160,39 @@ func TestGatewayGlobalFiles(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestGatewayMaxSessions: gateway.max_sessions reaches the gateway, from
+// the file or the environment, with 0 meaning no cap.
+func TestGatewayMaxSessions(t *testing.T) {
+	for _, tt := range []struct {
+		name, yaml, env string
+		want            int
+	}{
+		{"default", "gateway: {}\n", "", 50000},
+		{"file", "gateway: {max_sessions: 1000}\n", "", 1000},
+		{"environment over file", "gateway: {max_sessions: 1000}\n", "200", 200},
+		{"zero is no cap", "gateway: {max_sessions: 0}\n", "", -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var fc fileConfig
+			if err := decodeConfig([]byte(tt.yaml), &fc); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range gwKeys {
+				t.Setenv(gwEnv(k.key), "")
+			}
+			t.Setenv("VIGIL_GATEWAY_MAX_SESSIONS", tt.env)
+			v, err := gatewayValues(&fc, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, _, err := gatewayOptions(&fc, v, policyCompiler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.MaxSessions != tt.want {
+				t.Errorf("MaxSessions = %d, want %d", o.MaxSessions, tt.want)
+			}
+		})
+	}
+}
