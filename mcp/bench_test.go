@@ -142,14 +142,7 @@ func BenchmarkM1Stdio(b *testing.B) {
 }
 
 func BenchmarkM2Streamable(b *testing.B) {
-	up := &upstream{env: map[string]string{}}
-	srv := sdk.NewServer(&sdk.Implementation{Name: "benchsrv", Version: "1"}, nil)
-	testTools(srv, up.getenv)
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp/", h)
-	hs := httptest.NewServer(mux)
-	defer hs.Close()
+	hs := benchUpstream(b)
 	be := newBackend(b)
 	p := mcp.NewProxy(mcp.ProxyConfig{Backend: mcp.NewServerBackend(be.srv), Servers: []mcp.ServerConfig{{Name: "bench", URL: hs.URL + "/mcp/"}}})
 	defer p.Close(context.Background())
@@ -177,6 +170,19 @@ func BenchmarkM2Streamable(b *testing.B) {
 	}
 }
 
+// benchUpstream serves the test tools over streamable HTTP at /mcp/ (the
+// M2 benchmarks' MCP server, called directly and through each hop).
+func benchUpstream(b *testing.B) *httptest.Server {
+	up := &upstream{env: map[string]string{}}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "benchsrv", Version: "1"}, nil)
+	testTools(srv, up.getenv)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp/", sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	hs := httptest.NewServer(mux)
+	b.Cleanup(hs.Close)
+	return hs
+}
+
 func concName(c int) string {
 	if c == 1 {
 		return "c=1"
@@ -188,14 +194,7 @@ func concName(c int) string {
 // plain httputil.ReverseProxy that does nothing, so M2's added latency
 // can be read against what any HTTP hop costs on the machine.
 func BenchmarkM2Floor(b *testing.B) {
-	up := &upstream{env: map[string]string{}}
-	srv := sdk.NewServer(&sdk.Implementation{Name: "benchsrv", Version: "1"}, nil)
-	testTools(srv, up.getenv)
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp/", h)
-	hs := httptest.NewServer(mux)
-	defer hs.Close()
+	hs := benchUpstream(b)
 	u, _ := url.Parse(hs.URL)
 	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = u.Host }, FlushInterval: -1}
 	ps := httptest.NewServer(rp)
@@ -213,14 +212,7 @@ func BenchmarkM2Floor(b *testing.B) {
 // nothing else, so no HTTP proxy can add less than it does. Pinned like
 // the gateway, `vigil bench relay` measures the same in bench/gateway/run.sh.
 func BenchmarkM2RawRelay(b *testing.B) {
-	up := &upstream{env: map[string]string{}}
-	srv := sdk.NewServer(&sdk.Implementation{Name: "benchsrv", Version: "1"}, nil)
-	testTools(srv, up.getenv)
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp/", h)
-	hs := httptest.NewServer(mux)
-	defer hs.Close()
+	hs := benchUpstream(b)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
