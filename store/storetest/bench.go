@@ -33,6 +33,9 @@ import (
 //   - Iter: streaming 1,000 traces × 20 events in index order.
 //   - IndexPending: the search index of 500 pushed agent runs × 20 events
 //     built by one IndexPending (the background indexer's work).
+//   - IndexPendingIdle: IndexPending with nothing pending (what the
+//     background indexer costs a store that records nothing, five times
+//     a second).
 //
 // BenchSearch, separate because of its set-up time, measures search.
 func Bench(b *testing.B, open func(b *testing.B) store.Store) {
@@ -44,6 +47,35 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	b.Run("GetTrace", func(b *testing.B) { benchGet(b, open(b)) })
 	b.Run("Iter", func(b *testing.B) { benchIter(b, open(b)) })
 	b.Run("IndexPending", func(b *testing.B) { benchIndexPending(b, open(b)) })
+	b.Run("IndexPendingIdle", func(b *testing.B) { benchIndexPendingIdle(b, open(b)) })
+}
+
+// benchIndexPendingIdle times IndexPending on a store with traces but
+// nothing pending.
+func benchIndexPendingIdle(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	u := &store.User{Username: "bench"}
+	must(b, s.CreateUser(ctx, u))
+	req := store.PushRequest{OwnerID: u.ID, DatasetName: "bench", CreateIfMissing: true}
+	for j := range 10 {
+		data, err := json.Marshal(tracegen.AgentRun(j, 4)[0])
+		must(b, err)
+		req.Traces = append(req.Traces, store.NewTrace{Messages: []store.Message{{ID: fmt.Sprint("m", j), NodeIDs: []string{}, Data: data}}})
+	}
+	_, err := s.PushTraces(ctx, req)
+	must(b, err)
+	for {
+		n, err := s.IndexPending(ctx, 0)
+		must(b, err)
+		if n == 0 {
+			break
+		}
+	}
+	for b.Loop() {
+		if n, err := s.IndexPending(ctx, 0); err != nil || n != 0 {
+			b.Fatalf("IndexPending with nothing pending = %d, %v", n, err)
+		}
+	}
 }
 
 // benchIndexPending times IndexPending of 500 freshly pushed agent runs of

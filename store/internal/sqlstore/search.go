@@ -90,6 +90,16 @@ func (s *Store) IndexPending(ctx context.Context, max int) (int, error) {
 	if max <= 0 {
 		max = indexBatchSize
 	}
+	// Most calls find nothing to do (a loop polls five times a second):
+	// a read on the reader pool tells, without a write transaction.
+	var pending int
+	err := s.b.Reader().QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM search_reindex LIMIT 1) p`).Scan(&pending)
+	if err != nil {
+		return 0, fmt.Errorf("search: pending index rows: %w", err)
+	}
+	if pending == 0 {
+		return 0, nil
+	}
 	lock := ""
 	if s.b.Kind() == "postgres" {
 		lock = ` FOR UPDATE SKIP LOCKED`
