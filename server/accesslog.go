@@ -41,6 +41,11 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !log.Enabled(r.Context(), slog.LevelInfo) {
+			// --log-level above info: no line, so nothing to collect.
+			next.ServeHTTP(w, r)
+			return
+		}
 		start := time.Now()
 		entry := &accessEntry{}
 		cw := &countingWriter{ResponseWriter: w}

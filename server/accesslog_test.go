@@ -103,17 +103,16 @@ func TestAccessLogOff(t *testing.T) {
 // (GET /api/v1/version through the whole handler chain, JSON lines to a
 // discarding writer).
 func BenchmarkAccessLog(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		name := "off"
-		if on {
-			name = "on"
-		}
+	for _, name := range []string{"off", "level-error", "on"} {
 		b.Run(name, func(b *testing.B) {
 			st := openSQLite(b)
 			key, _ := ledger.GenerateKey()
 			cfg := Config{Store: st, LedgerKey: key, Logger: discardLogger()}
-			if on {
+			switch name {
+			case "on":
 				cfg.AccessLog = slog.New(slog.NewJSONHandler(io.Discard, nil))
+			case "level-error":
+				cfg.AccessLog = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError}))
 			}
 			srv, err := New(cfg)
 			if err != nil {
@@ -129,5 +128,24 @@ func BenchmarkAccessLog(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAccessLogLevel: an access log whose level is above info (vigil
+// serve --log-level warn or error) writes no line, and requests, keyed
+// ones included, are served as before.
+func TestAccessLogLevel(t *testing.T) {
+	var buf syncBuffer
+	ts := newTestServer(t, openSQLite(t), func(c *Config) {
+		c.AccessLog = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	if st, _ := ts.do(t, "GET", "/api/v1/version", "", nil); st != 200 {
+		t.Fatal(st)
+	}
+	if st, _ := ts.do(t, "GET", "/api/v1/dataset/list", adminKey, nil); st != 200 {
+		t.Fatalf("keyed request: %d", st)
+	}
+	if buf.String() != "" {
+		t.Errorf("logged below the log's level: %s", buf.String())
 	}
 }
