@@ -1,4 +1,4 @@
-package mcp
+package upconn
 
 import (
 	"context"
@@ -57,15 +57,15 @@ func TestUpstreamPoolReusesConnections(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(b)
 	})
-	p := newUpstreamPool()
-	defer p.close()
+	p := NewPool(10 * time.Second)
+	defer p.Close()
 	u := mustURL(t, srv.URL+"/mcp/?x=1")
 	for i := range 6 {
 		h := http.Header{"X-Test": {"a\r\nb"}, "Bad Name": {"x"}}
 		if i%2 == 1 {
 			h.Set("Sse", "1")
 		}
-		resp, err := p.post(context.Background(), u, h, []byte(`{"n":1}`))
+		resp, err := p.Do(context.Background(), http.MethodPost, u, h, []byte(`{"n":1}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,9 +97,9 @@ func TestUpstreamPoolSkipsInformationalAnswers(t *testing.T) {
 		w.WriteHeader(http.StatusEarlyHints)
 		_, _ = io.WriteString(w, "final")
 	})
-	p := newUpstreamPool()
-	defer p.close()
-	resp, err := p.post(context.Background(), mustURL(t, srv.URL+"/"), http.Header{"Expect": {"100-continue"}}, []byte("x"))
+	p := NewPool(10 * time.Second)
+	defer p.Close()
+	resp, err := p.Do(context.Background(), http.MethodPost, mustURL(t, srv.URL+"/"), http.Header{"Expect": {"100-continue"}}, []byte("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +115,11 @@ func TestUpstreamPoolRetriesStaleConnection(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = io.WriteString(w, "ok")
 	})
-	p := newUpstreamPool()
-	defer p.close()
+	p := NewPool(10 * time.Second)
+	defer p.Close()
 	u := mustURL(t, srv.URL+"/")
 	for i := range 3 {
-		resp, err := p.post(context.Background(), u, http.Header{}, []byte("x"))
+		resp, err := p.Do(context.Background(), http.MethodPost, u, http.Header{}, []byte("x"))
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
@@ -141,11 +141,11 @@ func TestUpstreamPoolUnreadBodyClosesConnection(t *testing.T) {
 	srv, conns := upServer(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, strings.Repeat("x", 100<<10))
 	})
-	p := newUpstreamPool()
-	defer p.close()
+	p := NewPool(10 * time.Second)
+	defer p.Close()
 	u := mustURL(t, srv.URL+"/")
 	for range 2 {
-		resp, err := p.post(context.Background(), u, http.Header{}, nil)
+		resp, err := p.Do(context.Background(), http.MethodPost, u, http.Header{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,11 +169,11 @@ func TestUpstreamPoolCancel(t *testing.T) {
 		}
 	})
 	defer close(release)
-	p := newUpstreamPool()
-	defer p.close()
+	p := NewPool(10 * time.Second)
+	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	resp, err := p.post(ctx, mustURL(t, srv.URL+"/"), http.Header{}, nil)
+	resp, err := p.Do(ctx, http.MethodPost, mustURL(t, srv.URL+"/"), http.Header{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,9 +195,9 @@ func TestUpstreamPoolCancel(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
-	if _, err := p.post(context.Background(), mustURL(t, "http://"+addr+"/"), http.Header{}, nil); err == nil {
+	if _, err := p.Do(context.Background(), http.MethodPost, mustURL(t, "http://"+addr+"/"), http.Header{}, nil); err == nil {
 		t.Fatal("no error from an upstream that is not listening")
-	} else if errors.Is(err, errStaleConn) {
+	} else if errors.Is(err, ErrStaleConn) {
 		t.Fatalf("error %v", err)
 	}
 }
