@@ -184,8 +184,9 @@ func appendRequest(b []byte, method string, u *url.URL, h http.Header, body []by
 			b = append(b, k...)
 			b = append(b, ": "...)
 			for i := 0; i < len(v); i++ {
-				// As http.Header.Write does: no line breaks in values.
-				if c := v[i]; c == '\r' || c == '\n' {
+				// No line breaks in values (as http.Header.Write), nor
+				// other control characters but tab, which servers refuse.
+				if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
 					b = append(b, ' ')
 				} else {
 					b = append(b, c)
