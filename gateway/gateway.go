@@ -155,7 +155,11 @@ type Options struct {
 	SessionFile     string
 	MaxRequestBytes int64 // default 32 MiB
 	// Transport is the upstream transport; nil: a tuned http.Transport
-	// (10 s connect timeout).
+	// (10 s connect timeout) for https upstreams, proxies from the
+	// environment and GET models, and for the other calls to http://
+	// upstreams the gateway's own connection pool (internal/upconn),
+	// which sends the request and reads the answer on the handler's
+	// goroutine.
 	Transport http.RoundTripper
 	// Logger receives the gateway's log; nil: slog.Default.
 	Logger *slog.Logger
@@ -179,9 +183,9 @@ type Gateway struct {
 	opts      Options
 	upstreams map[string]*Upstream
 	hc        *http.Client
-	// up sends the calls to the upstreams in pooled from the handler's
-	// goroutine (http:// base URL, no proxy, no Options.Transport); nil
-	// with Options.Transport.
+	// up calls the upstreams marked in pooled (http:// base URL, no
+	// proxy from the environment) over its own keep-alive connections,
+	// from the handler's goroutine; nil with Options.Transport.
 	up        *upconn.Pool
 	pooled    map[*Upstream]bool
 	log       *slog.Logger
