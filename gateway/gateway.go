@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"runtime/debug"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigilhq/vigil/internal/upconn"
 	"github.com/vigilhq/vigil/policy"
 )
 
@@ -153,7 +155,11 @@ type Options struct {
 	SessionFile     string
 	MaxRequestBytes int64 // default 32 MiB
 	// Transport is the upstream transport; nil: a tuned http.Transport
-	// (10 s connect timeout).
+	// (10 s connect timeout) for https upstreams, proxies from the
+	// environment and GET models, and for the other calls to http://
+	// upstreams the gateway's own connection pool (internal/upconn),
+	// which sends the request and reads the answer on the handler's
+	// goroutine.
 	Transport http.RoundTripper
 	// Logger receives the gateway's log; nil: slog.Default.
 	Logger *slog.Logger
@@ -177,6 +183,11 @@ type Gateway struct {
 	opts      Options
 	upstreams map[string]*Upstream
 	hc        *http.Client
+	// up calls the upstreams marked in pooled (http:// base URL, no
+	// proxy from the environment) over its own keep-alive connections,
+	// from the handler's goroutine; nil with Options.Transport.
+	up        *upconn.Pool
+	pooled    map[*Upstream]bool
 	log       *slog.Logger
 	compiler  Compiler
 	sessions  *sessions
@@ -246,6 +257,11 @@ func New(opts Options) (*Gateway, error) {
 	}
 	tr := opts.Transport
 	if tr == nil {
+		g.up = upconn.NewPool(10 * time.Second)
+		g.pooled = map[*Upstream]bool{}
+		for _, u := range ups {
+			g.pooled[u] = poolable(u.base)
+		}
 		tr = &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -276,12 +292,26 @@ func New(opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// Close waits for the background evaluations of logging rules and
-// writes the session index.
+// poolable reports whether calls to an upstream at base can use the
+// gateway's own connection pool: plain http, no user info, no proxy
+// from the environment.
+func poolable(base *url.URL) bool {
+	if base.Scheme != "http" || base.User != nil {
+		return false
+	}
+	proxy, err := http.ProxyFromEnvironment(&http.Request{URL: base})
+	return err == nil && proxy == nil
+}
+
+// Close waits for the background evaluations of logging rules, writes
+// the session index and closes the idle upstream connections.
 func (g *Gateway) Close() {
 	g.closeOnce.Do(func() { close(g.stop) })
 	g.wg.Wait()
 	g.sessions.j.close()
+	if g.up != nil {
+		g.up.Close()
+	}
 }
 
 // Idle waits until no call is being served (every finished call has

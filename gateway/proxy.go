@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vigilhq/vigil/internal/upconn"
 	"github.com/vigilhq/vigil/store"
 	"github.com/vigilhq/vigil/trace"
 )
@@ -226,18 +227,30 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 		ctx, tc = context.WithTimeoutCause(ctx, u.Timeout, errUpstreamTimeout)
 		defer tc()
 	}
-	ureq, err := http.NewRequestWithContext(ctx, r.Method, target, bytes.NewReader(body))
+	h := make(http.Header, len(r.Header)+2)
+	copyRequestHeaders(h, r.Header, u, keys)
+	// An http:// upstream without a proxy is called over the gateway's
+	// own connections, from this goroutine (no dispatch goroutine, no
+	// http.Transport reader and writer goroutines); the others through
+	// g.hc on a dispatch goroutine.
+	var ureq *http.Request
+	var tu *url.URL
+	pooled := g.pooled[u]
+	if pooled {
+		tu, err = url.Parse(target)
+	} else if ureq, err = http.NewRequestWithContext(ctx, r.Method, target, bytes.NewReader(body)); err == nil {
+		ureq.Header = h
+		ureq.ContentLength = int64(len(body))
+	}
 	if err != nil {
 		writeJSONBytes(w, http.StatusBadGateway, c.d.upstreamErrorBody(http.StatusBadGateway, "bad upstream URL"))
 		return
 	}
-	copyRequestHeaders(ureq.Header, r.Header, u, keys)
-	ureq.ContentLength = int64(len(body))
 
-	// Input check, concurrent with the upstream call (spec §6.2). The
-	// upstream call runs on its own goroutine and the check on this one,
-	// whose stack is already grown (a new goroutine would grow its stack
-	// in the engine on every call).
+	// Input check, concurrent with the upstream call (spec §6.2): the
+	// request is sent, then the check runs on this goroutine, whose stack
+	// is already grown (a new goroutine would grow its stack in the
+	// engine on every call), while the upstream works.
 	k := 0
 	if c.plan != nil {
 		k = c.plan.k
@@ -252,10 +265,20 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 			return
 		}
 	}
+	concurrent := len(rs.block) > 0 && !before
+	var x *upconn.Exchange
+	var sendErr error
 	up := make(chan upstreamResult, 1)
-	if len(rs.block) == 0 || before {
+	switch {
+	case pooled:
+		c.upStart = time.Now()
+		x, sendErr = g.up.Send(ctx, r.Method, tu, h, body)
+		if concurrent {
+			input = c.inputCheck(ctx, k)
+		}
+	case !concurrent:
 		c.dispatch(ureq, up)
-	} else {
+	default:
 		go c.dispatch(ureq, up)
 		// Let the dispatch send the request before the check takes the
 		// core (with GOMAXPROCS=1 it would otherwise wait for it).
@@ -270,13 +293,25 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 			}
 			if input.blocked {
 				cancel(errBlocked)
-				c.inputBlockedWait(up, input)
+				if !pooled {
+					c.inputBlockedWait(up, input)
+				} else if x != nil {
+					x.Abort() // the connection is closed, not reused
+				}
 				c.blockInput(w, input)
 				return
 			}
 		}
 	}
-	res := <-up
+	var res upstreamResult
+	switch {
+	case !pooled:
+		res = <-up
+	case sendErr != nil:
+		res = c.received(nil, sendErr)
+	default:
+		res = c.received(x.Receive())
+	}
 	if input != nil {
 		// Added latency = max(0, input evaluation − upstream time to first byte).
 		if over := input.elapsed - res.firstByte.Sub(c.upStart); over > 0 {
@@ -350,17 +385,31 @@ type upstreamResult struct {
 	firstByte time.Time
 }
 
-// dispatch sends the upstream request; for non-streaming calls it also
-// reads the whole body, so that U ends when it is read.
+// dispatch sends the upstream request through g.hc; for non-streaming
+// calls it also reads the whole body, so that U ends when it is read.
 func (c *call) dispatch(req *http.Request, out chan<- upstreamResult) {
 	c.upStart = time.Now()
-	resp, err := c.g.hc.Do(req)
+	out <- c.received(c.g.hc.Do(req))
+}
+
+// received completes the upstream call whose answer's status and headers
+// have just been read (or that failed): c.upFirst is now and, for
+// non-streaming calls and errors, the whole body is read (c.upEnd).
+//
+// On the pooled path the answer is read on the handler's goroutine after
+// the concurrent input check, so when the check outlasts the upstream's
+// time to first byte, "now" is the end of the check, not when the bytes
+// arrived (which cannot be known without a reader goroutine): U then
+// includes the part of the check that outlasted the upstream, as it did
+// on the dispatch path with GOMAXPROCS=1 (where the dispatch goroutine
+// only runs once the check yields the core).
+func (c *call) received(resp *http.Response, err error) upstreamResult {
+	now := time.Now()
 	if err != nil {
-		out <- upstreamResult{err: err, firstByte: time.Now()}
-		return
+		return upstreamResult{err: err, firstByte: now}
 	}
-	res := upstreamResult{resp: resp, firstByte: time.Now()}
-	c.upFirst = res.firstByte
+	res := upstreamResult{resp: resp, firstByte: now}
+	c.upFirst = now
 	if !c.stream || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		res.body, res.err = readAll(resp.Body, resp.ContentLength, 64<<20)
 		c.upEnd = time.Now()
@@ -369,7 +418,7 @@ func (c *call) dispatch(req *http.Request, out chan<- upstreamResult) {
 			res.resp = nil
 		}
 	}
-	out <- res
+	return res
 }
 
 // readAll reads r to the end into a buffer sized for n bytes (a

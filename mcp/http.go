@@ -20,6 +20,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vigilhq/vigil/internal/upconn"
 	"github.com/vigilhq/vigil/server"
 )
 
@@ -82,7 +83,7 @@ type Proxy struct {
 	cfg     ProxyConfig
 	log     *slog.Logger
 	hc      *http.Client
-	up      *upstreamPool // POSTs to http:// upstreams; nil with ProxyConfig.Client
+	up      *upconn.Pool // POSTs to http:// upstreams; nil with ProxyConfig.Client
 	servers map[string]ServerConfig
 
 	mu        sync.Mutex
@@ -107,7 +108,7 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	if p.hc == nil {
-		p.up = newUpstreamPool()
+		p.up = upconn.NewPool(30 * time.Second)
 		p.hc = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true}}
 	}
 	if len(p.cfg.AllowedUpstreamHosts) == 0 {
@@ -129,7 +130,7 @@ func (p *Proxy) Close(ctx context.Context) {
 	p.sessions = map[string]*proxySession{}
 	p.mu.Unlock()
 	if p.up != nil {
-		p.up.close()
+		p.up.Close()
 	}
 	for _, s := range list {
 		s.sess.Close(ctx)
@@ -620,7 +621,7 @@ func (p *Proxy) send(ctx context.Context, upstream string, h http.Header, body [
 		if err != nil {
 			return nil, fmt.Errorf("bad upstream URL: %w", err)
 		}
-		return p.up.post(ctx, u, h, body)
+		return p.up.Do(ctx, http.MethodPost, u, h, body)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstream, bytes.NewReader(body))
 	if err != nil {
