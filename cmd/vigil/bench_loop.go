@@ -71,6 +71,7 @@ type loadJob struct {
 // loadConn is one connection and the job in flight on it.
 type loadConn struct {
 	c    net.Conn
+	w    io.Writer // c, or its raw socket
 	br   *bufio.Reader
 	busy bool // a job is in flight (guarded by loadClient.mu)
 	job  loadJob
@@ -146,7 +147,11 @@ func (c *loadClient) dial() (*loadConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", c.addr, err)
 	}
-	lc := &loadConn{c: nc, br: bufio.NewReaderSize(nc, 8<<10)}
+	var rw io.ReadWriter = nc
+	if rs := newRawSocket(nc); rs != nil {
+		rw = rs
+	}
+	lc := &loadConn{c: nc, w: rw, br: bufio.NewReaderSize(rw, 8<<10)}
 	c.mu.Lock()
 	c.conns[lc] = struct{}{}
 	c.mu.Unlock()
@@ -274,7 +279,7 @@ func (c *loadClient) send(lc *loadConn, j loadJob) {
 	if c.gateway {
 		gatewayRequests.Add(1)
 	}
-	if _, err := lc.c.Write(c.req); err != nil {
+	if _, err := lc.w.Write(c.req); err != nil {
 		c.mu.Lock()
 		mine := lc.busy
 		lc.busy = false
