@@ -464,6 +464,7 @@ func readResponse(br *bufio.Reader, stream bool, start time.Time, s *sample) (ke
 			s.overhead = h.overhead
 		}
 		keepAlive = !h.close && (!http10 || h.keepAlive)
+		h.chunked = h.chunked && !http10 // HTTP/1.0 has no chunked encoding
 		var sc *sseScan
 		if stream {
 			sc = &sseScan{start: start, s: s, lineStart: true}
@@ -515,7 +516,7 @@ func readHeader(br *bufio.Reader) (respHeader, error) {
 			}
 			h.length = n
 		case asciiEqualFold(name, "transfer-encoding"):
-			h.chunked = containsFold(value, "chunked")
+			h.chunked = asciiEqualFold(value, "chunked")
 		case asciiEqualFold(name, "connection"):
 			h.close = h.close || containsFold(value, "close")
 			h.keepAlive = h.keepAlive || containsFold(value, "keep-alive")
