@@ -94,6 +94,7 @@ func benchMock(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	delay := fs.Duration("chunk-delay", 0, "pause before each streamed content chunk (spec: 20ms)")
 	tools := fs.Bool("tool-calls", false, "answer with a tool call instead of text")
 	mcpStdio := fs.Bool("mcp-stdio", false, "serve only the MCP server, over stdin and stdout (M1)")
+	plain := fs.Bool("plain-http", false, "serve every request with net/http (by default non-streaming chat, messages and generateContent\nrequests are answered from a cache of whole responses, without net/http, unless --latency is set)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -116,6 +117,11 @@ func benchMock(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	mux := http.NewServeMux()
 	mux.Handle("/mcp/", benchMCPHandler())
 	mux.Handle("/", m)
+	if *latency == 0 && !*plain {
+		// The script's answers never change: the standard requests are
+		// answered from a cache of whole responses (bench_mock_fast.go).
+		return serveFastMock(ctx, ln, mux)
+	}
 	return serveUntil(ctx, ln, mux)
 }
 
