@@ -327,3 +327,51 @@ func TestBuildRequest(t *testing.T) {
 		t.Fatal("https accepted")
 	}
 }
+
+// The fast bench mock answers as the net/http one does, on one
+// keep-alive connection mixing cached answers and hand-offs (streams,
+// GET, MCP), and the load engine reads both.
+func TestBenchMockFast(t *testing.T) {
+	fast, plain := startBenchMock(t), startBench(t, "mock", "--plain-http")
+	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	do := func(base, method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	small := string(benchBody("small", false))
+	tests := []struct{ method, path, body string }{
+		{"POST", "/v1/chat/completions", small},
+		{"POST", "/v1/chat/completions", small}, // cached
+		{"POST", "/v1/chat/completions", `{"model":"m","messages":[]}`},
+		{"POST", "/v1/chat/completions", string(benchBody("small", true))}, // stream: handed off
+		{"POST", "/v1/messages", `{"model":"m","messages":[]}`},
+		{"POST", "/v1beta/models/m:generateContent", `{}`},
+		{"GET", "/v1/models", ""},
+		{"POST", "/v1/chat/completions", "not json"},
+	}
+	for i, tc := range tests {
+		fs, fb := do(fast, tc.method, tc.path, tc.body)
+		ps, pb := do(plain, tc.method, tc.path, tc.body)
+		if fs != ps || fb != pb || fs != 200 {
+			t.Errorf("%d %s %s: fast %d %.80q, net/http %d %.80q", i, tc.method, tc.path, fs, fb, ps, pb)
+		}
+	}
+	c := loadTarget(t, fast+"/v1/chat/completions", false)
+	if ss, _ := closedLoopRun(context.Background(), c, 4, 200); len(ss) != 200 || errs(ss) != 0 {
+		t.Fatalf("load engine on the fast mock: %d samples, %d errors", len(ss), errs(ss))
+	}
+	c = loadTarget(t, fast+"/v1/chat/completions", true)
+	ss, _ := closedLoopRun(context.Background(), c, 2, 10)
+	for i, s := range ss {
+		if s.err || s.ttfb <= 0 || len(s.gaps) < 10 {
+			t.Errorf("stream %d: err %v ttfb %v %d gaps", i, s.err, s.ttfb, len(s.gaps))
+		}
+	}
+}
