@@ -394,6 +394,11 @@ func openLoopRun(ctx context.Context, c *loadClient, rate int, d time.Duration, 
 	interval := time.Second / time.Duration(rate)
 	c.start(total, maxConns)
 	_ = c.warm(min(8, maxConns)) // a refused dial fails the requests instead
+	sleep := time.Sleep
+	if sl := newSleeper(); sl != nil {
+		defer sl.close()
+		sleep = sl.sleep
+	}
 	start := time.Now()
 	i := 0
 	for i < total && ctx.Err() == nil {
@@ -406,7 +411,7 @@ func openLoopRun(ctx context.Context, c *loadClient, rate int, d time.Duration, 
 		}
 		if i < total {
 			if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
-				time.Sleep(w)
+				sleep(w)
 			}
 		}
 	}
@@ -426,6 +431,12 @@ func closedLoopRun(ctx context.Context, c *loadClient, conc, n int) ([]sample, f
 	}
 	out := c.finish(ctx, time.Minute+time.Duration(n)*time.Millisecond)
 	return out, time.Since(start).Seconds()
+}
+
+// sleeper waits precisely (bench_loop_linux.go).
+type sleeper interface {
+	sleep(d time.Duration)
+	close()
 }
 
 // errMalformed is a response the parser cannot read.

@@ -5,7 +5,9 @@ package main
 import (
 	"io"
 	"net"
+	"os"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -89,3 +91,44 @@ func (s *rawSocket) Write(p []byte) (int, error) {
 	}
 	return off, err
 }
+
+// timerfdSleeper sleeps on a timerfd watched by the runtime's poller.
+// time.Sleep of less than a millisecond on an idle GOMAXPROCS=1 process
+// lasts a millisecond or more (the poller's epoll timeout is in whole
+// milliseconds), so the open loop would send up to ~1 ms late; a timerfd
+// wakes the poller at the set time.
+type timerfdSleeper struct {
+	f  *os.File
+	fd uintptr
+}
+
+// newSleeper returns a precise sleeper, or nil (time.Sleep is used).
+func newSleeper() sleeper {
+	const clockMonotonic, tfdNonblock, tfdCloexec = 1, syscall.O_NONBLOCK, syscall.O_CLOEXEC
+	fd, _, e := syscall.RawSyscall(syscall.SYS_TIMERFD_CREATE, clockMonotonic, tfdNonblock|tfdCloexec, 0)
+	if e != 0 {
+		return nil
+	}
+	f := os.NewFile(fd, "timerfd")
+	if f == nil {
+		return nil
+	}
+	return &timerfdSleeper{f: f, fd: fd}
+}
+
+func (s *timerfdSleeper) sleep(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	spec := [2]syscall.Timespec{{}, syscall.NsecToTimespec(int64(d))} // interval 0: once
+	if _, _, e := syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, s.fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0); e != 0 {
+		time.Sleep(d)
+		return
+	}
+	var buf [8]byte
+	if _, err := s.f.Read(buf[:]); err != nil {
+		time.Sleep(d)
+	}
+}
+
+func (s *timerfdSleeper) close() { s.f.Close() }
