@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,7 +76,7 @@ type loadConn struct {
 	br   *bufio.Reader
 	busy bool // a job is in flight (guarded by loadClient.mu)
 	job  loadJob
-	used int // responses read on it
+	used atomic.Int32 // responses read on it
 }
 
 // errBenchTimeout marks the requests still unanswered when a run's
@@ -286,7 +287,7 @@ func (c *loadClient) send(lc *loadConn, j loadJob) {
 		c.mu.Unlock()
 		lc.c.Close() // its reader sees the connection idle and drops it
 		if mine {
-			c.release(nil, j, err)
+			c.failed(lc, j, err)
 		}
 	}
 }
@@ -324,6 +325,22 @@ func (c *loadClient) release(lc *loadConn, j loadJob, err error) {
 	}
 }
 
+// failed ends job j, whose request could not be written on lc or got
+// no byte of answer. When lc had served earlier requests, the server may
+// have closed it while idle before the request reached it: the request
+// is sent again, once, on another connection.
+func (c *loadClient) failed(lc *loadConn, j loadJob, err error) {
+	if lc.used.Load() == 0 || j.retried {
+		c.release(nil, j, err)
+		return
+	}
+	j.retried = true
+	c.mu.Lock()
+	c.inflight--
+	c.mu.Unlock()
+	c.dispatch(j)
+}
+
 // drop forgets a dead connection.
 func (c *loadClient) drop(lc *loadConn) {
 	lc.c.Close()
@@ -353,23 +370,13 @@ func (c *loadClient) read(lc *loadConn) {
 		}
 		if err != nil {
 			c.drop(lc)
-			if lc.used > 0 && !j.retried {
-				// A reused connection the server had closed before our
-				// request reached it: send it again, once.
-				j.retried = true
-				c.mu.Lock()
-				c.inflight--
-				c.mu.Unlock()
-				c.dispatch(j)
-				return
-			}
-			c.release(nil, j, err)
+			c.failed(lc, j, err)
 			return
 		}
 		s := &c.out[j.i]
 		keep, err := readResponse(lc.br, c.stream, j.at, s)
 		s.total = time.Since(j.at)
-		lc.used++
+		lc.used.Add(1)
 		if err != nil || !keep {
 			c.mu.Lock()
 			lc.busy = false
