@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +94,7 @@ func benchMock(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	delay := fs.Duration("chunk-delay", 0, "pause before each streamed content chunk (spec: 20ms)")
 	tools := fs.Bool("tool-calls", false, "answer with a tool call instead of text")
 	mcpStdio := fs.Bool("mcp-stdio", false, "serve only the MCP server, over stdin and stdout (M1)")
+	plain := fs.Bool("plain-http", false, "serve every request with net/http (by default non-streaming chat, messages and generateContent\nrequests are answered from a cache of whole responses, without net/http, unless --latency is set)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -117,6 +117,11 @@ func benchMock(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	mux := http.NewServeMux()
 	mux.Handle("/mcp/", benchMCPHandler())
 	mux.Handle("/", m)
+	if *latency == 0 && !*plain {
+		// The script's answers never change: the standard requests are
+		// answered from a cache of whole responses (bench_mock_fast.go).
+		return serveFastMock(ctx, ln, mux)
+	}
 	return serveUntil(ctx, ln, mux)
 }
 
@@ -193,6 +198,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	conc := fs.String("concurrency", "", "closed-loop concurrency levels, e.g. 16,64")
 	rates := fs.String("rates", "", "open-loop rates in requests/s, e.g. 500,1000,2000,5000")
 	dur := fs.Duration("rate-duration", 5*time.Second, "duration of each open-loop rate")
+	conns := fs.Int("conns", 512, "open loop: requests in flight per target at most (one connection each); later ones wait, their wait counted")
 	out := fs.String("out", "bench-results.json", "results file (a JSON array; appended to)")
 	md := fs.String("md", "", "also write the Markdown summary to this file")
 	pid := fs.Int("gateway-pid", 0, "the gateway's process id, to report its RSS")
@@ -219,6 +225,19 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	targets = append(targets, benchTarget{"gateway", *gw, gh})
 	body := benchBody(*payload, *stream)
+	// The load engine (bench_loop.go) drives the closed and open loops;
+	// concurrency 1 keeps net/http.
+	loads := map[string]*loadClient{}
+	if *conc != "" || *rates != "" {
+		for _, t := range targets {
+			lc, err := newLoadClient(t, body, *stream)
+			if err != nil {
+				return fmt.Errorf("bench run: %w", err)
+			}
+			loads[t.name] = lc
+			defer lc.closeAll()
+		}
+	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 4096, MaxIdleConns: 4096, DisableCompression: true, IdleConnTimeout: time.Minute}
 	hc := &http.Client{Transport: tr, Timeout: time.Minute}
 	var results []BenchResult
@@ -302,7 +321,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			var dp50, dp99 float64
 			for _, t := range targets {
-				ss, secs := closedLoop(ctx, hc, t, body, *stream, c, max(*n, 20*c))
+				ss, secs := closedLoopRun(ctx, loads[t.name], c, max(*n, 20*c))
 				x := totals(ss)
 				if t.name == "direct" {
 					dp50, dp99 = pct(x, 50), pct(x, 99)
@@ -325,8 +344,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err != nil || rate < 1 {
 				return exitCode(2, "bench run: --rates "+rs+": want a number")
 			}
-			ds := openLoop(ctx, hc, targets[0], body, *stream, rate, *dur)
-			gs := openLoop(ctx, hc, targets[len(targets)-1], body, *stream, rate, *dur)
+			ds := openLoopRun(ctx, loads["direct"], rate, *dur, *conns)
+			gs := openLoopRun(ctx, loads["gateway"], rate, *dur, *conns)
 			dx, gx := totals(ds), totals(gs)
 			addedP99 := pct(gx, 99) - pct(dx, 99)
 			e := errs(gs)
@@ -470,63 +489,9 @@ func benchOne(ctx context.Context, hc *http.Client, t benchTarget, body []byte, 
 	return s
 }
 
-func closedLoop(ctx context.Context, hc *http.Client, t benchTarget, body []byte, stream bool, c, n int) ([]sample, float64) {
-	var mu sync.Mutex
-	var out []sample
-	var wg sync.WaitGroup
-	next := make(chan struct{}, n)
-	for i := 0; i < n; i++ {
-		next <- struct{}{}
-	}
-	close(next)
-	start := time.Now()
-	for w := 0; w < c; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range next {
-				s := benchOne(ctx, hc, t, body, stream)
-				mu.Lock()
-				out = append(out, s)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return out, time.Since(start).Seconds()
-}
-
-// openLoop sends requests at a constant rate for d; each latency counts
-// from the request's scheduled start (no coordinated omission).
 // directP99Limit (ms) is the direct target's open-loop p99 beyond which
 // the load generator and the mock, not the gateway, are the limit.
 const directP99Limit = 10
-
-func openLoop(ctx context.Context, hc *http.Client, t benchTarget, body []byte, stream bool, rate int, d time.Duration) []sample {
-	total := int(float64(rate) * d.Seconds())
-	interval := time.Second / time.Duration(rate)
-	var mu sync.Mutex
-	var out []sample
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < total; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if w := time.Until(at); w > 0 {
-			time.Sleep(w)
-		}
-		wg.Add(1)
-		go func(at time.Time) {
-			defer wg.Done()
-			s := benchOne(ctx, hc, t, body, stream)
-			s.total = time.Since(at)
-			mu.Lock()
-			out = append(out, s)
-			mu.Unlock()
-		}(at)
-	}
-	wg.Wait()
-	return out
-}
 
 func totals(ss []sample) []float64 {
 	out := make([]float64, 0, len(ss))

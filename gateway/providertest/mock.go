@@ -7,10 +7,12 @@
 package providertest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +73,99 @@ type Mock struct {
 	requests  []*Request
 	cancelled atomic.Int64
 	served    atomic.Int64
+
+	// The benchmark sends the same request again and again and gets the
+	// same reply: the last request body's parse and the last encoding of
+	// each kind of reply are kept (guarded by cmu), so that a request
+	// costs little more than reading it.
+	cmu     sync.Mutex
+	lastIn  []byte
+	lastReq reqFlags
+	encoded map[string]*encodedReply
+}
+
+// reqFlags is what the mock reads of a request body.
+type reqFlags struct {
+	stream, includeUsage bool
+}
+
+// encodedReply is a reply encoded once: a JSON body, or a stream's
+// events (content: paced and counted for HangAfter).
+type encodedReply struct {
+	rep    Reply
+	model  string
+	chunk  int // ChunkChars when it was encoded (streams)
+	body   []byte
+	length []string // Content-Length of body
+	events []streamEvent
+}
+
+type streamEvent struct {
+	b       string
+	content bool
+}
+
+// sameReply reports whether a and b answer with the same content.
+func sameReply(a, b Reply) bool {
+	return a.Text == b.Text && slices.Equal(a.Chunks, b.Chunks) && slices.Equal(a.ToolCalls, b.ToolCalls) &&
+		slices.EqualFunc(a.ArgChunks, b.ArgChunks, slices.Equal)
+}
+
+// cached returns the encoding of kind for rep, building it with build
+// when the last one of that kind was for another reply, model or chunk
+// size.
+func (m *Mock) cached(kind string, rep Reply, build func(e *encodedReply)) *encodedReply {
+	model, chunk := m.model(), m.ChunkChars
+	m.cmu.Lock()
+	e := m.encoded[kind]
+	m.cmu.Unlock()
+	if e != nil && e.model == model && e.chunk == chunk && sameReply(e.rep, rep) {
+		return e
+	}
+	e = &encodedReply{rep: rep, model: model, chunk: chunk}
+	build(e)
+	e.length = []string{strconv.Itoa(len(e.body))}
+	m.cmu.Lock()
+	if m.encoded == nil {
+		m.encoded = map[string]*encodedReply{}
+	}
+	m.encoded[kind] = e
+	m.cmu.Unlock()
+	return e
+}
+
+// flags parses body, or returns the last parse when body is the same.
+func (m *Mock) flags(body []byte) reqFlags {
+	m.cmu.Lock()
+	if m.lastIn != nil && bytes.Equal(body, m.lastIn) {
+		f := m.lastReq
+		m.cmu.Unlock()
+		return f
+	}
+	m.cmu.Unlock()
+	var in map[string]any
+	_ = json.Unmarshal(body, &in)
+	var f reqFlags
+	f.stream, _ = in["stream"].(bool)
+	if so, _ := in["stream_options"].(map[string]any); so != nil && so["include_usage"] == true {
+		f.includeUsage = true
+	}
+	m.cmu.Lock()
+	m.lastIn, m.lastReq = append([]byte{}, body...), f
+	m.cmu.Unlock()
+	return f
+}
+
+// readBody reads a request body, in one allocation when its length is
+// known.
+func readBody(r *http.Request) []byte {
+	if n := r.ContentLength; n > 0 && n <= 64<<20 {
+		b := make([]byte, n)
+		k, _ := io.ReadFull(r.Body, b)
+		return b[:k]
+	}
+	b, _ := io.ReadAll(r.Body)
+	return b
 }
 
 // Requests returns the recorded requests.
@@ -98,7 +193,7 @@ func (m *Mock) Cancelled() int64 { return m.cancelled.Load() }
 func (m *Mock) Served() int64 { return m.served.Load() }
 
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
+	body := readBody(r)
 	req := &Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
 	if m.Record {
 		m.mu.Lock()
@@ -118,8 +213,6 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.cancelled.Add(1)
 		return
 	}
-	var in map[string]any
-	_ = json.Unmarshal(body, &in)
 	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","created":0,"owned_by":"mock"}]}`, m.model())
@@ -132,14 +225,15 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, rep.Body)
 		return
 	}
-	stream, _ := in["stream"].(bool)
+	in := m.flags(body)
+	stream := in.stream
 	s := &streamer{m: m, w: w, r: r, rep: rep}
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		if stream {
-			s.chatStream(in)
+			s.chatStream(in.includeUsage)
 		} else {
-			writeJSON(w, m.chat(rep))
+			writeEncoded(w, m.cached("chat", rep, func(e *encodedReply) { e.body, _ = json.Marshal(m.chat(rep)) }))
 		}
 	case strings.HasSuffix(r.URL.Path, "/responses"):
 		if stream {
@@ -151,10 +245,10 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if stream {
 			s.anthropicStream()
 		} else {
-			writeJSON(w, m.anthropic(rep))
+			writeEncoded(w, m.cached("anthropic", rep, func(e *encodedReply) { e.body, _ = json.Marshal(m.anthropic(rep)) }))
 		}
 	case strings.HasSuffix(r.URL.Path, ":generateContent"):
-		writeJSON(w, m.gemini(rep, rep.Text, rep.ToolCalls, true))
+		writeEncoded(w, m.cached("gemini", rep, func(e *encodedReply) { e.body, _ = json.Marshal(m.gemini(rep, rep.Text, rep.ToolCalls, true)) }))
 	case strings.HasSuffix(r.URL.Path, ":streamGenerateContent"):
 		s.geminiStream(r.URL.Query().Get("alt") == "sse")
 	default:
@@ -174,6 +268,18 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.Write(b)
+}
+
+// jsonContentType is the Content-Type of JSON replies (shared: net/http
+// does not modify header values).
+var jsonContentType = []string{"application/json"}
+
+// writeEncoded writes a JSON body encoded earlier.
+func writeEncoded(w http.ResponseWriter, e *encodedReply) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = e.length
+	w.Write(e.body)
 }
 
 func (m *Mock) chat(rep Reply) map[string]any {
@@ -337,48 +443,49 @@ func data(v any) string { return "data: " + jsonString(v) + "\n\n" }
 
 func named(ev string, v any) string { return "event: " + ev + "\ndata: " + jsonString(v) + "\n\n" }
 
-func (s *streamer) chatStream(in map[string]any) {
+func (s *streamer) chatStream(includeUsage bool) {
 	s.start("text/event-stream")
-	model := s.m.model()
-	chunk := func(delta map[string]any, finish any) map[string]any {
-		return map[string]any{"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1700000000, "model": model,
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}}
-	}
-	if !s.emit(data(chunk(map[string]any{"role": "assistant", "content": ""}, nil)), false) {
-		return
-	}
-	for _, c := range s.chunks() {
-		if !s.emit(data(chunk(map[string]any{"content": c}, nil)), true) {
+	e := s.m.cached("chat-stream", s.rep, func(e *encodedReply) { e.events = s.chatEvents() })
+	for _, ev := range e.events {
+		if !s.emit(ev.b, ev.content) {
 			return
 		}
 	}
-	for i, tc := range s.rep.ToolCalls {
-		first := map[string]any{"index": i, "id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": ""}}
-		if !s.emit(data(chunk(map[string]any{"tool_calls": []any{first}}, nil)), true) {
-			return
-		}
-		for _, a := range s.argChunks(i) {
-			d := map[string]any{"index": i, "function": map[string]any{"arguments": a}}
-			if !s.emit(data(chunk(map[string]any{"tool_calls": []any{d}}, nil)), true) {
-				return
-			}
-		}
-	}
-	finish := "stop"
-	if len(s.rep.ToolCalls) > 0 {
-		finish = "tool_calls"
-	}
-	if !s.emit(data(chunk(map[string]any{}, finish)), false) {
-		return
-	}
-	if so, _ := in["stream_options"].(map[string]any); so != nil && so["include_usage"] == true {
-		u := map[string]any{"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1700000000, "model": model, "choices": []any{},
+	if includeUsage {
+		u := map[string]any{"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1700000000, "model": e.model, "choices": []any{},
 			"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
 		if !s.emit(data(u), false) {
 			return
 		}
 	}
 	s.emit("data: [DONE]\n\n", false)
+}
+
+// chatEvents are the chat completion chunks of the reply, up to the
+// one with the finish reason.
+func (s *streamer) chatEvents() []streamEvent {
+	model := s.m.model()
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1700000000, "model": model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}}
+	}
+	evs := []streamEvent{{data(chunk(map[string]any{"role": "assistant", "content": ""}, nil)), false}}
+	for _, c := range s.chunks() {
+		evs = append(evs, streamEvent{data(chunk(map[string]any{"content": c}, nil)), true})
+	}
+	for i, tc := range s.rep.ToolCalls {
+		first := map[string]any{"index": i, "id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": ""}}
+		evs = append(evs, streamEvent{data(chunk(map[string]any{"tool_calls": []any{first}}, nil)), true})
+		for _, a := range s.argChunks(i) {
+			d := map[string]any{"index": i, "function": map[string]any{"arguments": a}}
+			evs = append(evs, streamEvent{data(chunk(map[string]any{"tool_calls": []any{d}}, nil)), true})
+		}
+	}
+	finish := "stop"
+	if len(s.rep.ToolCalls) > 0 {
+		finish = "tool_calls"
+	}
+	return append(evs, streamEvent{data(chunk(map[string]any{}, finish)), false})
 }
 
 func (s *streamer) responsesStream() {
