@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -326,11 +328,10 @@ func traceValue(v any) (trace.Value, bool) {
 		}
 		return x, true
 	case float64:
-		b, err := json.Marshal(x)
-		if err != nil {
-			return nil, false
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return nil, false // json.Marshal fails
 		}
-		return trace.Number(b), true
+		return trace.Number(appendFloat(nil, x)), true
 	case json.Number:
 		return trace.Number(x), x != ""
 	case []any:
@@ -393,4 +394,22 @@ func skipAll(gs []*Guardrail) map[string]string {
 		m[gr.ID] = ruleSkipped
 	}
 	return m
+}
+
+// appendFloat appends f as json.Marshal writes a float64 (finite f):
+// the shortest decimal, with an exponent below 1e-6 and from 1e21 on,
+// written e-7 rather than e-07.
+func appendFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }
