@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -33,6 +34,9 @@ type rules struct {
 	block, log []*Guardrail
 	version    string
 	params     map[string]any
+	// engineParams are params converted for the engine (ruleParams).
+	engineParams *policy.Params
+	paramsOnce   sync.Once
 	// streamFinal: a blocking rule is non-monotone (buffer mode).
 	streamFinal bool
 }
@@ -157,7 +161,7 @@ func (g *Gateway) evaluate(ctx context.Context, gs []*Guardrail, past, pending [
 		v.elapsed = time.Since(start)
 		return v
 	}
-	g.evaluateTraces(ctx, v, gs, pt, nt, params, blocking, false)
+	g.evaluateTraces(ctx, v, gs, pt, nt, policy.NewParams(params), blocking, false)
 	v.elapsed = time.Since(start)
 	return v
 }
@@ -168,7 +172,7 @@ func (g *Gateway) evaluate(ctx context.Context, gs []*Guardrail, past, pending [
 // not reported again (the caller has evaluated those events already).
 // Violations are the same either way: a pending-mode violation must
 // involve a pending event.
-func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrail, pt, nt *trace.Trace, params map[string]any, blocking, newOnly bool) {
+func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrail, pt, nt *trace.Trace, params *policy.Params, blocking, newOnly bool) {
 	for _, gr := range gs {
 		if gr.Err != nil || gr.Policy == nil {
 			reason := "rule does not compile"
@@ -228,14 +232,22 @@ func (c *call) evaluateOn(ctx context.Context, gs []*Guardrail, k int, extra []e
 	if extra == nil {
 		past, pending = &trace.Trace{Events: rt.Events[:k]}, &trace.Trace{Events: rt.Events[k:]}
 	}
-	g.evaluateTraces(ctx, v, gs, past, pending, c.rules.params, true, extra != nil)
+	g.evaluateTraces(ctx, v, gs, past, pending, c.ruleParams(), true, extra != nil)
 	v.elapsed = time.Since(start)
 	return v
 }
 
+// ruleParams are the call's rule parameters converted for the engine,
+// once for all its checks.
+func (c *call) ruleParams() *policy.Params {
+	rs := c.rules
+	rs.paramsOnce.Do(func() { rs.engineParams = policy.NewParams(rs.params) })
+	return rs.engineParams
+}
+
 // analyze evaluates one rule with the evaluation timeout, recovering a
 // panic into an error.
-func (g *Gateway) analyze(ctx context.Context, p *policy.Policy, past, pending *trace.Trace, params map[string]any, newOnly bool) (res *policy.Result, err error) {
+func (g *Gateway) analyze(ctx context.Context, p *policy.Policy, past, pending *trace.Trace, params *policy.Params, newOnly bool) (res *policy.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.EvalTimeout)
 	defer cancel()
 	defer func() {
@@ -244,9 +256,9 @@ func (g *Gateway) analyze(ctx context.Context, p *policy.Policy, past, pending *
 		}
 	}()
 	if newOnly {
-		res, err = p.AnalyzeNew(ctx, past, pending, params)
+		res, err = p.AnalyzeNewParams(ctx, past, pending, params)
 	} else {
-		res, err = p.AnalyzePending(ctx, past, pending, params)
+		res, err = p.AnalyzePendingParams(ctx, past, pending, params)
 	}
 	if err != nil && ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("evaluation longer than %s", g.opts.EvalTimeout)
