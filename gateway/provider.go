@@ -180,11 +180,29 @@ func decodeObject(b []byte) (map[string]any, error) {
 // itself: a body with such a key takes encoding/json.
 func foldsTo(key string, names ...string) bool {
 	for _, n := range names {
-		if key != n && len(key) >= len(n) && foldName(key) == foldName(n) {
+		if key == n || len(key) < len(n) {
+			continue
+		}
+		if isASCII(key) {
+			if len(key) == len(n) && strings.EqualFold(key, n) {
+				return true
+			}
+			continue
+		}
+		if foldName(key) == foldName(n) {
 			return true
 		}
 	}
 	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // foldName is encoding/json's folding of a field name.
