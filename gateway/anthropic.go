@@ -36,14 +36,14 @@ func (anthropicProvider) response(body []byte) (*callOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ev event
-	if err := json.Unmarshal(trace.Marshal(e.Object()), &ev); err != nil {
+	ev, err := decodeObject(trace.Marshal(e.Object()))
+	if err != nil {
 		return nil, fmt.Errorf("anthropic response: %w", err)
 	}
 	out := &callOutput{choices: []event{ev}, finish: res.StopReason, model: res.Model,
 		extra: map[string]any{"stop_reason": res.StopReason}}
 	if res.Usage != nil {
-		json.Unmarshal(trace.Marshal(res.Usage), &out.usage)
+		out.usage, _ = decodeObject(trace.Marshal(res.Usage))
 		out.input, out.output = num(out.usage["input_tokens"]), num(out.usage["output_tokens"])
 	}
 	return out, nil

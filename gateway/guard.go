@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -31,6 +34,9 @@ type rules struct {
 	block, log []*Guardrail
 	version    string
 	params     map[string]any
+	// engineParams are params converted for the engine (ruleParams).
+	engineParams *policy.Params
+	paramsOnce   sync.Once
 	// streamFinal: a blocking rule is non-monotone (buffer mode).
 	streamFinal bool
 }
@@ -155,7 +161,7 @@ func (g *Gateway) evaluate(ctx context.Context, gs []*Guardrail, past, pending [
 		v.elapsed = time.Since(start)
 		return v
 	}
-	g.evaluateTraces(ctx, v, gs, pt, nt, params, blocking, false)
+	g.evaluateTraces(ctx, v, gs, pt, nt, policy.NewParams(params), blocking, false)
 	v.elapsed = time.Since(start)
 	return v
 }
@@ -166,7 +172,7 @@ func (g *Gateway) evaluate(ctx context.Context, gs []*Guardrail, past, pending [
 // not reported again (the caller has evaluated those events already).
 // Violations are the same either way: a pending-mode violation must
 // involve a pending event.
-func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrail, pt, nt *trace.Trace, params map[string]any, blocking, newOnly bool) {
+func (g *Gateway) evaluateTraces(ctx context.Context, v *verdict, gs []*Guardrail, pt, nt *trace.Trace, params *policy.Params, blocking, newOnly bool) {
 	for _, gr := range gs {
 		if gr.Err != nil || gr.Policy == nil {
 			reason := "rule does not compile"
@@ -226,14 +232,22 @@ func (c *call) evaluateOn(ctx context.Context, gs []*Guardrail, k int, extra []e
 	if extra == nil {
 		past, pending = &trace.Trace{Events: rt.Events[:k]}, &trace.Trace{Events: rt.Events[k:]}
 	}
-	g.evaluateTraces(ctx, v, gs, past, pending, c.rules.params, true, extra != nil)
+	g.evaluateTraces(ctx, v, gs, past, pending, c.ruleParams(), true, extra != nil)
 	v.elapsed = time.Since(start)
 	return v
 }
 
+// ruleParams are the call's rule parameters converted for the engine,
+// once for all its checks.
+func (c *call) ruleParams() *policy.Params {
+	rs := c.rules
+	rs.paramsOnce.Do(func() { rs.engineParams = policy.NewParams(rs.params) })
+	return rs.engineParams
+}
+
 // analyze evaluates one rule with the evaluation timeout, recovering a
 // panic into an error.
-func (g *Gateway) analyze(ctx context.Context, p *policy.Policy, past, pending *trace.Trace, params map[string]any, newOnly bool) (res *policy.Result, err error) {
+func (g *Gateway) analyze(ctx context.Context, p *policy.Policy, past, pending *trace.Trace, params *policy.Params, newOnly bool) (res *policy.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.EvalTimeout)
 	defer cancel()
 	defer func() {
@@ -242,9 +256,9 @@ func (g *Gateway) analyze(ctx context.Context, p *policy.Policy, past, pending *
 		}
 	}()
 	if newOnly {
-		res, err = p.AnalyzeNew(ctx, past, pending, params)
+		res, err = p.AnalyzeNewParams(ctx, past, pending, params)
 	} else {
-		res, err = p.AnalyzePending(ctx, past, pending, params)
+		res, err = p.AnalyzePendingParams(ctx, past, pending, params)
 	}
 	if err != nil && ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("evaluation longer than %s", g.opts.EvalTimeout)
@@ -326,11 +340,10 @@ func traceValue(v any) (trace.Value, bool) {
 		}
 		return x, true
 	case float64:
-		b, err := json.Marshal(x)
-		if err != nil {
-			return nil, false
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return nil, false // json.Marshal fails
 		}
-		return trace.Number(b), true
+		return trace.Number(appendFloat(nil, x)), true
 	case json.Number:
 		return trace.Number(x), x != ""
 	case []any:
@@ -393,4 +406,22 @@ func skipAll(gs []*Guardrail) map[string]string {
 		m[gr.ID] = ruleSkipped
 	}
 	return m
+}
+
+// appendFloat appends f as json.Marshal writes a float64 (finite f):
+// the shortest decimal, with an exponent below 1e-6 and from 1e21 on,
+// written e-7 rather than e-07.
+func appendFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }

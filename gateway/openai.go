@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/trace"
 )
 
 // chatProvider is OpenAI chat completions (spec §4.3), also used by
@@ -32,15 +34,62 @@ func (chatProvider) request(body map[string]any, _ url.Values) (*callInput, erro
 	return in, nil
 }
 
-func (chatProvider) response(body []byte) (*callOutput, error) {
-	var r struct {
-		ID      string           `json:"id"`
-		Model   string           `json:"model"`
-		Choices []map[string]any `json:"choices"`
-		Usage   map[string]any   `json:"usage"`
+// chatResponse is the part of a chat completion the gateway reads.
+type chatResponse struct {
+	ID      string           `json:"id"`
+	Model   string           `json:"model"`
+	Choices []map[string]any `json:"choices"`
+	Usage   map[string]any   `json:"usage"`
+}
+
+// decodeFast decodes body into r as encoding/json would, with the fast
+// scanner; false when it cannot tell (say, malformed JSON or a field of
+// the wrong type): the caller then takes encoding/json, for its result
+// and its error.
+func (r *chatResponse) decodeFast(body []byte) bool {
+	v, err := trace.UnmarshalAnyOwned(body)
+	top, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return false
 	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("chat completion response: %w", err)
+	for k, x := range top {
+		switch k {
+		case "id":
+			ok = stringField(&r.ID, x)
+		case "model":
+			ok = stringField(&r.Model, x)
+		case "usage":
+			ok = objectField(&r.Usage, x)
+		case "choices":
+			switch l := x.(type) {
+			case nil:
+			case []any:
+				r.Choices = make([]map[string]any, len(l))
+				for i, e := range l {
+					if ok = objectField(&r.Choices[i], e); !ok {
+						break
+					}
+				}
+			default:
+				ok = false
+			}
+		default:
+			ok = !foldsTo(k, "id", "model", "usage", "choices")
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (chatProvider) response(body []byte) (*callOutput, error) {
+	var r chatResponse
+	if !r.decodeFast(body) {
+		r = chatResponse{}
+		if err := json.Unmarshal(body, &r); err != nil {
+			return nil, fmt.Errorf("chat completion response: %w", err)
+		}
 	}
 	out := &callOutput{model: r.Model, usage: r.Usage}
 	if r.Usage != nil {

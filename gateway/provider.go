@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/trace"
 )
 
 // event is one trace event (the trace format of explorer-api §2.1) as
@@ -150,4 +154,98 @@ func textOf(c any) string {
 		return strings.Join(parts, "\n")
 	}
 	return ""
+}
+
+// decodeObject is json.Unmarshal(b, &m) for m of type map[string]any,
+// with the same result and error, decoded by the fast scanner. The
+// strings of m may point into b, which must never be modified
+// afterwards.
+func decodeObject(b []byte) (map[string]any, error) {
+	v, err := trace.UnmarshalAnyOwned(b)
+	if err == nil {
+		switch m := v.(type) {
+		case map[string]any:
+			return m, nil
+		case nil:
+			return nil, nil
+		}
+	}
+	var m map[string]any
+	err = json.Unmarshal(b, &m)
+	return m, err
+}
+
+// foldsTo reports whether encoding/json would decode key into a struct
+// field named name (matched case-insensitively) when key is not name
+// itself: a body with such a key takes encoding/json.
+func foldsTo(key string, names ...string) bool {
+	for _, n := range names {
+		if key == n || len(key) < len(n) {
+			continue
+		}
+		if isASCII(key) {
+			if len(key) == len(n) && strings.EqualFold(key, n) {
+				return true
+			}
+			continue
+		}
+		if foldName(key) == foldName(n) {
+			return true
+		}
+	}
+	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// foldName is encoding/json's folding of a field name.
+func foldName(s string) string {
+	var arr [32]byte
+	out := arr[:0]
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		out = utf8.AppendRune(out, unicode.ToUpper(unicode.ToLower(r)))
+		i += n
+	}
+	return string(out)
+}
+
+// stringField is a struct field of type string decoded from x: false
+// when encoding/json would fail on it.
+func stringField(dst *string, x any) bool {
+	switch v := x.(type) {
+	case string:
+		*dst = v
+	case nil:
+	default:
+		return false
+	}
+	return true
+}
+
+// objectField is a struct field of type map[string]any decoded from x.
+func objectField(dst *map[string]any, x any) bool {
+	switch v := x.(type) {
+	case map[string]any:
+		*dst = v
+	case nil:
+	default:
+		return false
+	}
+	return true
 }

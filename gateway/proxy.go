@@ -147,8 +147,10 @@ func (g *Gateway) serveLLM(w http.ResponseWriter, r *http.Request, u *Upstream, 
 		writeDetail(w, http.StatusBadRequest, "Request body could not be read", "invalid_request")
 		return
 	}
-	var obj map[string]any
-	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+	// The body is never modified after this (strings of obj point into it).
+	decoded, err := trace.UnmarshalAnyOwned(body)
+	obj, _ := decoded.(map[string]any)
+	if err != nil || obj == nil {
 		writeDetail(w, http.StatusBadRequest, "Request body is not valid JSON", "invalid_json")
 		return
 	}

@@ -181,8 +181,8 @@ func responseOutput(r map[string]any) *callOutput {
 }
 
 func (responsesProvider) response(body []byte) (*callOutput, error) {
-	var r map[string]any
-	if err := json.Unmarshal(body, &r); err != nil {
+	r, err := decodeObject(body)
+	if err != nil {
 		return nil, fmt.Errorf("responses response: %w", err)
 	}
 	return responseOutput(r), nil

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -47,4 +48,33 @@ func TestToTraceDirect(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got.Events, want.Events) {
 		t.Fatalf("int value: %v", err)
 	}
+}
+
+// TestAppendFloat checks the float64 literals of toTrace against
+// json.Marshal's.
+func TestAppendFloat(t *testing.T) {
+	for _, f := range []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 1.5e3, 123456789012345678, 1e20, 1e21, -1e21, 1.7976931348623157e308,
+		1e-6, 9.99e-7, 1e-7, -1e-7, 5e-324, 1e-100, 0.1 + 0.2, 3.141592653589793, 2.5e-10, 1e100, 12345e-10} {
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendFloat(nil, f); string(got) != string(want) {
+			t.Errorf("%v: %s, json.Marshal %s", f, got, want)
+		}
+	}
+}
+
+func FuzzAppendFloat(f *testing.F) {
+	f.Add(1e-7)
+	f.Add(1e21)
+	f.Fuzz(func(t *testing.T, x float64) {
+		want, err := json.Marshal(x)
+		if err != nil {
+			return // NaN, ±Inf: toTrace takes the round trip
+		}
+		if got := appendFloat(nil, x); string(got) != string(want) {
+			t.Errorf("%v: %s, json.Marshal %s", x, got, want)
+		}
+	})
 }

@@ -246,12 +246,36 @@ func DecodeTrace(data []byte) (*trace.Trace, error) {
 // §12): past ++ pending is normalised as one trace, and a violation is
 // reported only when its binding holds an event of pending.
 func (p *Policy) AnalyzePending(ctx context.Context, past, pending *trace.Trace, ps map[string]any) (*Result, error) {
+	return p.analyzePending(ctx, past, pending, params(ps))
+}
+
+// Params are rule parameters converted for the engine once, for several
+// analyses with the same parameters (the input and output checks of one
+// gateway call). They are only read, so they may be shared by analyses
+// running at the same time.
+type Params struct{ d *builtin.Dict }
+
+// NewParams converts ps as the Analyze methods do.
+func NewParams(ps map[string]any) *Params { return &Params{d: params(ps)} }
+
+// AnalyzePendingParams is AnalyzePending with prepared parameters.
+func (p *Policy) AnalyzePendingParams(ctx context.Context, past, pending *trace.Trace, ps *Params) (*Result, error) {
+	return p.analyzePending(ctx, past, pending, ps.d)
+}
+
+// AnalyzeNewParams is AnalyzeNew with prepared parameters.
+func (p *Policy) AnalyzeNewParams(ctx context.Context, past, pending *trace.Trace, ps *Params) (*Result, error) {
+	pd := NewPending(past, pending)
+	return p.prog.Run(ctx, pd.model, ps.d, p.evalOptions(), eval.Mode{PendingFrom: pd.from, Restrict: true})
+}
+
+func (p *Policy) analyzePending(ctx context.Context, past, pending *trace.Trace, ps *builtin.Dict) (*Result, error) {
 	m := eval.NewModel(past)
 	n := m.Len()
 	if pending != nil {
 		m.Append(pending.Events)
 	}
-	return p.prog.Run(ctx, m, params(ps), p.evalOptions(), eval.Mode{PendingFrom: n})
+	return p.prog.Run(ctx, m, ps, p.evalOptions(), eval.Mode{PendingFrom: n})
 }
 
 // AnalyzeNew is AnalyzePending at the cost of the new events: rules whose

@@ -64,6 +64,8 @@ type scanner struct {
 	vals  []Value
 	strs  []byte // keep's slab
 	chunk int    // the size of the next slab, doubling up to maxChunk
+	// lone is set when a string kept a lone surrogate escape (as WTF-8).
+	lone bool
 }
 
 // objectAlloc is an object and room for its first members.
@@ -538,6 +540,7 @@ func (s *scanner) slowStr(start int) (string, bool) {
 						}
 					}
 					buf = appendWTF8(buf, r) // a lone surrogate, kept
+					s.lone = true
 					continue
 				}
 				buf = utf8.AppendRune(buf, r)

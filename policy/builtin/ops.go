@@ -617,11 +617,145 @@ func JSONForm(v Value) any { return jsonForm(v, true) }
 // JSON form but without locations, so equal values in different places of
 // a trace (two identical messages) have the same key.
 func ContentKey(v Value) string {
-	b, err := marshalNoEscape(jsonForm(v, false))
-	if err != nil {
-		return TypeName(v) + ":" + Display(v)
+	return string(AppendContentKey(nil, v))
+}
+
+// AppendContentKey appends ContentKey(v) to b.
+func AppendContentKey(b []byte, v Value) []byte {
+	b = append(b, TypeName(v)...)
+	b = append(b, ':')
+	form := jsonForm(v, false)
+	if out, ok := appendJSONForm(b, form); ok {
+		return out
 	}
-	return TypeName(v) + ":" + string(b)
+	j, err := marshalNoEscape(form)
+	if err != nil {
+		return append(b, Display(v)...)
+	}
+	return append(b, j...)
+}
+
+// appendJSONForm appends v, a value of jsonForm, as marshalNoEscape
+// writes it, without reflection; false for a value it does not write
+// itself (the caller takes marshalNoEscape).
+func appendJSONForm(b []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), true
+	case bool:
+		return strconv.AppendBool(b, x), true
+	case int64:
+		return strconv.AppendInt(b, x, 10), true
+	case string:
+		return appendJSONString(b, x, false), true
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return b, false
+		}
+		return appendJSONFloat(b, x), true
+	case []any:
+		if x == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var ok bool
+			if b, ok = appendJSONForm(b, e); !ok {
+				return b, false
+			}
+		}
+		return append(b, ']'), true
+	case OrderedMap:
+		// MarshalJSON: keys as json.Marshal writes them (HTML escaped),
+		// values as marshalNoEscape.
+		b = append(b, '{')
+		for i, kv := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, kv.Key, true)
+			b = append(b, ':')
+			var ok bool
+			if b, ok = appendJSONForm(b, kv.Value); !ok {
+				return b, false
+			}
+		}
+		return append(b, '}'), true
+	}
+	return b, false
+}
+
+// appendJSONFloat appends finite f as encoding/json writes a float64.
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// appendJSONString appends s quoted as encoding/json writes a string,
+// with or without HTML escaping.
+func appendJSONString(b []byte, s string, escapeHTML bool) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && (!escapeHTML || (c != '<' && c != '>' && c != '&')) {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 func jsonForm(v Value, withIndex bool) any {

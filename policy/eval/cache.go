@@ -1,7 +1,6 @@
 package eval
 
 import (
-	"strings"
 	"sync"
 
 	"github.com/vigilhq/vigil/policy/builtin"
@@ -59,21 +58,21 @@ func argTexts(args []builtin.Value, kw *builtin.Dict) []builtin.Value {
 }
 
 func cacheKey(name string, args []builtin.Value, kw *builtin.Dict) string {
-	var b strings.Builder
-	b.WriteString(name)
+	var arr [256]byte
+	b := append(arr[:0], name...)
 	for _, a := range args {
-		b.WriteByte(0)
-		b.WriteString(builtin.ContentKey(a))
+		b = append(b, 0)
+		b = builtin.AppendContentKey(b, a)
 	}
 	if kw != nil {
 		for _, k := range kw.Keys {
-			b.WriteByte(1)
-			b.WriteString(k)
-			b.WriteByte('=')
-			b.WriteString(builtin.ContentKey(kw.M[k]))
+			b = append(b, 1)
+			b = append(b, k...)
+			b = append(b, '=')
+			b = builtin.AppendContentKey(b, kw.M[k])
 		}
 	}
-	return b.String()
+	return string(b)
 }
 
 // call runs b through the cache.

@@ -391,8 +391,23 @@ type hit struct {
 
 // runRule evaluates one rule and returns its violations, sorted in binding
 // order and merged by key.
-func (an *analysis) runRule(r *rule) (out []Violation) {
+func (an *analysis) runRule(r *rule) []Violation {
 	an.ruleSteps, an.allocated, an.ruleFailures = 0, 0, 0
+	if an.wallOut {
+		an.fail(r.index, r.pos, builtin.BudgetExceeded, fmt.Sprintf("analysis exceeded its wall-time budget of %s", an.opts.WallTime))
+		an.truncated = append(an.truncated, r.index)
+		return nil
+	}
+	// A rule that cannot bind (or, restricted, bind a new event) costs
+	// no frame. Selecting spends no budget, so nothing here panics.
+	if an.emptyFree(r.body) || an.nothingNew(r) {
+		return nil
+	}
+	return an.execRule(r)
+}
+
+// execRule is runRule past its early returns.
+func (an *analysis) execRule(r *rule) (out []Violation) {
 	var hits []hit
 	defer func() {
 		if rec := recover(); rec != nil {
@@ -408,20 +423,12 @@ func (an *analysis) runRule(r *rule) (out []Violation) {
 			out = mergeHits(hits)
 		}
 	}()
-	if an.wallOut {
-		an.fail(r.index, r.pos, builtin.BudgetExceeded, fmt.Sprintf("analysis exceeded its wall-time budget of %s", an.opts.WallTime))
-		an.truncated = append(an.truncated, r.index)
-		return nil
-	}
 	f := &frame{an: an, slots: make([]builtin.Value, r.layout.nslots), order: make([]int, len(r.body.free))}
 	lastBind := -1
 	for i, st := range r.body.plan {
 		if st.kind == stepBind {
 			lastBind = i
 		}
-	}
-	if an.emptyFree(r.body) || an.nothingNew(r) {
-		return nil
 	}
 	ctx := &execCtx{top: true, rule: r, lastBind: lastBind}
 	ctx.yield = func() bool {
