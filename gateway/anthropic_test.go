@@ -72,10 +72,10 @@ func TestAnthropicMessages(t *testing.T) {
 
 func TestAnthropicToolUse(t *testing.T) {
 	e := newEnv(t)
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "toolu_1", Name: "run_shell", Arguments: `{"cmd":"ls"}`}},
 			ArgChunks: [][]string{{`{"cm`, `d":"ls"}`}}}
-	}
+	})
 	c := e.anthropic("ds", option.WithHeader("Invariant-Guardrails", headerRule(toolRule)))
 	st := c.Messages.NewStreaming(context.Background(), anthParams("list files"))
 	acc := anthropic.Message{}
@@ -107,9 +107,9 @@ func TestAnthropicBlocked(t *testing.T) {
 	// Output, streamed, with the secret split across two deltas.
 	e.mock.ChunkDelay = time.Millisecond
 	prefix := strings.Repeat("abcdefghij", 40)
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{Text: prefix + "SECRET-KEY-12345 tail", Chunks: append(chunked(prefix, 10), "SECRET-K", "EY-12345 tail")}
-	}
+	})
 	c = e.anthropic("ds", option.WithHeader("Invariant-Guardrails", headerRule(secretRule)))
 	st := c.Messages.NewStreaming(ctx, anthParams("leak it"))
 	var got strings.Builder
@@ -130,14 +130,14 @@ func TestAnthropicBlocked(t *testing.T) {
 func TestAnthropicUpstreamErrors(t *testing.T) {
 	e := newEnv(t, func(o *gateway.Options) { o.Upstreams[1].Timeout = 200 * time.Millisecond })
 	body := `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
-	e.mock.Script = func(*providertest.Request) providertest.Reply { return providertest.Reply{Status: 529, Body: body} }
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply { return providertest.Reply{Status: 529, Body: body} })
 	c := e.anthropic("")
 	_, err := c.Messages.New(context.Background(), anthParams("hi"))
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 529 || ae.RawJSON() != body {
 		t.Fatalf("err %v", err)
 	}
-	e.mock.Script = func(*providertest.Request) providertest.Reply { return providertest.Reply{Hang: true} }
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply { return providertest.Reply{Hang: true} })
 	_, err = c.Messages.New(context.Background(), anthParams("hi"))
 	if !errors.As(err, &ae) || ae.StatusCode != 504 || !strings.Contains(ae.RawJSON(), `"api_error"`) {
 		t.Fatalf("hang: %v", err)

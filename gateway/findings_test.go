@@ -85,9 +85,9 @@ func TestFindingsDeduplicatedAcrossSession(t *testing.T) {
 	e := newEnv(t, func(o *gateway.Options) {
 		o.Global = append(o.Global, &gateway.Guardrail{ID: "global-0", Name: "no-secrets", Content: secretRule, Action: "log", Severity: "critical", Policy: p})
 	})
-	e.mock.Script = func(r *providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(r *providertest.Request) providertest.Reply {
 		return providertest.Reply{Text: "the key is SECRET-KEY-12345"}
-	}
+	})
 	c := e.openai("ds", option.WithHeader("Invariant-Session", "sess-1"))
 	ctx := context.Background()
 	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("what is the key?")}

@@ -54,7 +54,7 @@ func TestFrameworks(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, func(o *gateway.Options) { o.OpenAIErrorNative = true })
-	e.mock.Script = loopScript(2)
+	e.mock.SetScript(loopScript(2))
 	run := func(t *testing.T, fw, api, mode, dataset string, hdr map[string]string) frameworkResult {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

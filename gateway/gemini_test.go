@@ -64,9 +64,9 @@ func TestGeminiGenerateContent(t *testing.T) {
 
 func TestGeminiToolCall(t *testing.T) {
 	e := newEnv(t)
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{ToolCalls: []providertest.ToolCall{{Name: "run_shell", Arguments: `{"cmd":"echo SECRET-KEY-12345"}`}}}
-	}
+	})
 	c := e.gemini(t, "ds", map[string]string{"Invariant-Guardrails": headerRule(toolRule)})
 	var calls int
 	var lastErr error
@@ -102,9 +102,9 @@ func TestGeminiBlockedAndErrors(t *testing.T) {
 	// Secret split across SSE elements.
 	e.mock.ChunkDelay = time.Millisecond
 	prefix := strings.Repeat("0123456789", 40)
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{Text: prefix + "SECRET-KEY-12345 tail", Chunks: append(chunked(prefix, 10), "SECRET-K", "EY-12345 tail")}
-	}
+	})
 	c = e.gemini(t, "ds", map[string]string{"Invariant-Guardrails": headerRule(secretRule)})
 	var got strings.Builder
 	for r, err := range c.Models.GenerateContentStream(ctx, "gemini-test", genai.Text("leak"), nil) {
@@ -120,9 +120,9 @@ func TestGeminiBlockedAndErrors(t *testing.T) {
 		t.Fatalf("client received %q", s)
 	}
 	// Upstream error passed through.
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{Status: 429, Body: `{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}`}
-	}
+	})
 	_, err = c.Models.GenerateContent(ctx, "gemini-test", genai.Text("hi"), nil)
 	var ae genai.APIError
 	if !asAPIError(err, &ae) || ae.Code != 429 || ae.Status != "RESOURCE_EXHAUSTED" {

@@ -100,9 +100,9 @@ func TestOpenAIChatRecorded(t *testing.T) {
 
 func TestOpenAIChatStreamRecorded(t *testing.T) {
 	e := newEnv(t)
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{Text: "Streaming works fine, one chunk at a time."}
-	}
+	})
 	c := e.openai("ds", option.WithHeader("Invariant-Guardrails", headerRule(secretRule)))
 	st := c.Chat.Completions.NewStreaming(context.Background(), chatParams(openai.UserMessage("stream please")))
 	var got strings.Builder
@@ -132,10 +132,10 @@ func TestOpenAIChatStreamRecorded(t *testing.T) {
 
 func TestOpenAIToolCalls(t *testing.T) {
 	e := newEnv(t)
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}},
 			ArgChunks: [][]string{{`{"ci`, `ty":"Pa`, `ris"}`}}}
-	}
+	})
 	c := e.openai("ds", option.WithHeader("Invariant-Guardrails", headerRule(toolRule)))
 	ctx := context.Background()
 	resp, err := c.Chat.Completions.New(ctx, chatParams(openai.UserMessage("weather?")))
@@ -236,9 +236,9 @@ func TestOpenAIBlockedInput(t *testing.T) {
 func TestOpenAIBlockedOutput(t *testing.T) {
 	e := newEnv(t, nativeErrors)
 	e.addGuardrail("ds", "no secrets", secretRule, "block", nil)
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{Text: "the key is SECRET-KEY-12345"}
-	}
+	})
 	c := e.openai("ds")
 	var hr *http.Response
 	_, err := c.Chat.Completions.New(context.Background(), chatParams(openai.UserMessage("tell me")), option.WithResponseInto(&hr))
@@ -267,14 +267,14 @@ func TestOpenAISecretSplitAcrossChunks(t *testing.T) {
 			e := newEnv(t, func(o *gateway.Options) { o.Stream.Mode = mode })
 			e.mock.ChunkDelay = 2 * time.Millisecond        // checkpoints pass while text still arrives
 			prefix := strings.Repeat("harmless words ", 40) // 600 characters
-			e.mock.Script = func(*providertest.Request) providertest.Reply {
+			e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 				var chunks []string
 				for i := 0; i < len(prefix); i += 20 {
 					chunks = append(chunks, prefix[i:i+20])
 				}
 				chunks = append(chunks, "then SECRET-KE", "Y-12345 and the end")
 				return providertest.Reply{Text: prefix + "then SECRET-KEY-12345 and the end", Chunks: chunks}
-			}
+			})
 			c := e.openai("ds", option.WithHeader("Invariant-Guardrails", headerRule(secretRule)))
 			st := c.Chat.Completions.NewStreaming(context.Background(), chatParams(openai.UserMessage("go")))
 			var got strings.Builder
@@ -307,10 +307,10 @@ func TestOpenAISecretSplitAcrossChunks(t *testing.T) {
 // argument deltas never reaches the client.
 func TestOpenAISecretInToolArguments(t *testing.T) {
 	e := newEnv(t)
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "call_1", Name: "run_shell", Arguments: `{"cmd":"echo SECRET-KEY-12345"}`}},
 			ArgChunks: [][]string{{`{"cmd":"echo SEC`, `RET-KEY-1`, `2345"}`}}}
-	}
+	})
 	c := e.openai("ds", option.WithHeader("Invariant-Guardrails", headerRule(toolRule)))
 	st := c.Chat.Completions.NewStreaming(context.Background(), chatParams(openai.UserMessage("run it")))
 	var args strings.Builder
@@ -335,7 +335,7 @@ func TestOpenAISecretInToolArguments(t *testing.T) {
 func TestOpenAIUpstreamErrorPassedThrough(t *testing.T) {
 	e := newEnv(t)
 	body := `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`
-	e.mock.Script = func(*providertest.Request) providertest.Reply { return providertest.Reply{Status: 429, Body: body} }
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply { return providertest.Reply{Status: 429, Body: body} })
 	resp, b := e.post("/ds/openai/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
 		map[string]string{"Authorization": "Bearer sk", "Invariant-Authorization": "Bearer " + adminKey})
 	if resp.StatusCode != 429 || string(b) != body || resp.Header.Get("X-Mock-Error") != "1" {
@@ -356,7 +356,7 @@ func TestOpenAIUpstreamHangs(t *testing.T) {
 	e := newEnv(t, func(o *gateway.Options) {
 		o.Upstreams[0].Timeout = 200 * time.Millisecond
 	})
-	e.mock.Script = func(*providertest.Request) providertest.Reply { return providertest.Reply{Hang: true} }
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply { return providertest.Reply{Hang: true} })
 	c := e.openai("")
 	_, err := c.Chat.Completions.New(context.Background(), chatParams(openai.UserMessage("hi")))
 	var ae *openai.Error
@@ -367,9 +367,9 @@ func TestOpenAIUpstreamHangs(t *testing.T) {
 
 func TestOpenAIClientDisconnects(t *testing.T) {
 	e := newEnv(t)
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{Text: "part one, part two, part three, never finished", HangAfter: 2}
-	}
+	})
 	c := e.openai("ds")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -44,7 +44,7 @@ func TestAgentLoopOneTrace(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
 			e := newEnv(t)
-			e.mock.Script = loopScript(9)
+			e.mock.SetScript(loopScript(9))
 			c := e.openai("loop", option.WithHeader("Invariant-Guardrails", headerRule(secretRule)))
 			ctx := context.Background()
 			msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are an agent."), openai.UserMessage("Do 9 steps.")}
@@ -217,7 +217,7 @@ func TestResponsesAPI(t *testing.T) {
 	}{{"json", false, false}, {"sse", true, false}, {"previous_response_id", false, true}, {"sse+previous_response_id", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.mock.Script = loopScript(3)
+			e.mock.SetScript(loopScript(3))
 			c := e.openai("ds", option.WithHeader("Invariant-Guardrails", headerRule(toolRule)))
 			e.responsesLoop(t, c, tc.stream, tc.previousID)
 			trs := e.traces("ds")
@@ -236,10 +236,10 @@ func TestResponsesAPI(t *testing.T) {
 
 func TestResponsesBlocked(t *testing.T) {
 	e := newEnv(t, nativeErrors)
-	e.mock.Script = func(*providertest.Request) providertest.Reply {
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 		return providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "call_1", Name: "run_shell", Arguments: `{"cmd":"cat SECRET-KEY-12345"}`}},
 			ArgChunks: [][]string{{`{"cmd":"cat SECR`, `ET-KEY-12345"}`}}}
-	}
+	})
 	c := e.openai("ds", option.WithHeader("Invariant-Guardrails", headerRule(toolRule)))
 	ctx := context.Background()
 	p := responses.ResponseNewParams{Model: "gpt-4o", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("run it")}}

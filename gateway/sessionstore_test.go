@@ -20,7 +20,7 @@ import (
 func TestSessionIndexSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gateway", "sessions.jsonl")
 	e := newEnv(t, func(o *gateway.Options) { o.SessionFile = path })
-	e.mock.Script = loopScript(3)
+	e.mock.SetScript(loopScript(3))
 	ctx := context.Background()
 	c := e.openai("ds")
 	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("run the steps")}

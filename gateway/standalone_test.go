@@ -54,7 +54,7 @@ func TestStandaloneGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The dataset's guardrail, fetched from the server, blocks.
-	e.mock.Script = func(*providertest.Request) providertest.Reply { return providertest.Reply{Text: "SECRET-KEY-12345"} }
+	e.mock.SetScript(func(*providertest.Request) providertest.Reply { return providertest.Reply{Text: "SECRET-KEY-12345"} })
 	_, err := c.Chat.Completions.New(ctx, chatParams(openai.UserMessage("leak")))
 	var ae *openai.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 400 {

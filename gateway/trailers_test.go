@@ -47,9 +47,9 @@ func checkTrailers(t *testing.T, hr *http.Response, result string, held bool) {
 func TestStreamTrailers(t *testing.T) {
 	t.Run("openai pass", func(t *testing.T) {
 		e := newEnv(t)
-		e.mock.Script = func(*providertest.Request) providertest.Reply {
+		e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 			return providertest.Reply{Text: strings.Repeat("harmless words ", 30)}
-		}
+		})
 		c := e.openai("ds", option.WithHeader("Invariant-Guardrails", headerRule(secretRule)))
 		var hr *http.Response
 		st := c.Chat.Completions.NewStreaming(context.Background(), chatParams(openai.UserMessage("talk")), option.WithResponseInto(&hr))
@@ -68,9 +68,9 @@ func TestStreamTrailers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.mock.Script = func(*providertest.Request) providertest.Reply {
+			e.mock.SetScript(func(*providertest.Request) providertest.Reply {
 				return providertest.Reply{Text: "the key is SECRET-KEY-12345"}
-			}
+			})
 			resp, b := e.post("/ds/openai/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"`+tc.text+`"}]}`,
 				map[string]string{"Authorization": "Bearer sk", "Invariant-Authorization": "Bearer " + adminKey, "Invariant-Guardrails": headerRule(tc.rule)})
 			if !strings.Contains(string(b), "did not pass the guardrails") {

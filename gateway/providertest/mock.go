@@ -55,7 +55,8 @@ type Request struct {
 // Mock is the mock upstream; it is an http.Handler.
 type Mock struct {
 	// Script returns the reply to a request; nil answers Text "Hello
-	// from the mock." to every request.
+	// from the mock." to every request. Set it before the mock serves;
+	// later, with SetScript.
 	Script func(r *Request) Reply
 	// Latency is added before the response headers.
 	Latency time.Duration
@@ -69,7 +70,7 @@ type Mock struct {
 	// benchmark run would hold them all.
 	Record bool
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards requests, and Script once serving (SetScript)
 	requests  []*Request
 	cancelled atomic.Int64
 	served    atomic.Int64
@@ -185,6 +186,21 @@ func (m *Mock) Last() *Request {
 	return m.requests[len(m.requests)-1]
 }
 
+// SetScript replaces Script while the mock serves: a request still in
+// flight (one the gateway cancelled, say) may read it at any time.
+func (m *Mock) SetScript(f func(r *Request) Reply) {
+	m.mu.Lock()
+	m.Script = f
+	m.mu.Unlock()
+}
+
+// script is the current Script.
+func (m *Mock) script() func(r *Request) Reply {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.Script
+}
+
 // Cancelled is the number of requests whose client went away before the
 // reply was complete.
 func (m *Mock) Cancelled() int64 { return m.cancelled.Load() }
@@ -202,8 +218,8 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m.served.Add(1)
 	rep := Reply{Text: "Hello from the mock."}
-	if m.Script != nil {
-		rep = m.Script(req)
+	if script := m.script(); script != nil {
+		rep = script(req)
 	}
 	if m.Latency > 0 {
 		time.Sleep(m.Latency)
