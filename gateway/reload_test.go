@@ -113,7 +113,14 @@ func TestGlobalRulesReload(t *testing.T) {
 			// A new valid version replaces the rules.
 			write := func(src string) {
 				t.Helper()
-				if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+				// Written aside and renamed: with a 10 ms interval on a
+				// loaded machine, the watcher could otherwise see the
+				// truncated file for two ticks and load it (the watcher's
+				// settle time is one interval, 2 s by default).
+				if err := os.WriteFile(path+".new", []byte(src), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(path+".new", path); err != nil {
 					t.Fatal(err)
 				}
 				// Make the change visible to the mtime check even on
