@@ -28,7 +28,7 @@ type span struct {
 type frame struct {
 	raw   []byte
 	event string // SSE event name, "" when none
-	data  []byte // the data lines joined with \n; nil for comment-only frames
+	data  []byte // the data lines joined with \n (may share raw's array); nil for comment-only frames
 	kind  frameKind
 	spans []span
 	tool  string // the tool call of a kindTool event
@@ -176,13 +176,18 @@ func parseFrame(raw []byte) *frame {
 		case "event":
 			f.event = string(value)
 		case "data":
-			if f.data != nil {
-				f.data = append(f.data, '\n')
-			}
-			f.data = append(f.data, value...)
 			if f.data == nil {
-				f.data = []byte{}
+				// The usual single data line is read in place; a
+				// second one appends to a copy (the capacity ends
+				// with the line, so raw is never written).
+				f.data = value[:len(value):len(value)]
+				if f.data == nil {
+					f.data = []byte{}
+				}
+				break
 			}
+			f.data = append(f.data, '\n')
+			f.data = append(f.data, value...)
 		}
 	}
 	return f
