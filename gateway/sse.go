@@ -65,7 +65,9 @@ type sseReader struct {
 	eof bool
 }
 
-func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: r, buf: make([]byte, 0, 32<<10)} }
+// newSSEReader reads r. Its buffer starts at 4 KiB (the size of the
+// upstream connection's read buffer) and grows for longer frames.
+func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: r, buf: make([]byte, 0, 4<<10)} }
 
 // next returns the next complete frame (its raw bytes include the blank
 // line that ends it). At the end of the stream a last unterminated frame

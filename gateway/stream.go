@@ -39,7 +39,8 @@ type guardStream struct {
 	upDone       bool
 	finalRunning bool
 	finalPassed  bool
-	sent         bool // status and headers written
+	result       string // the Vigil-Guardrail-Result set by prepareHeaders
+	sent         bool   // status and headers written
 	lastRelease  time.Time
 	released     int
 	verdicts     []*verdict
@@ -131,6 +132,7 @@ func (c *call) serveStream(w http.ResponseWriter, r *http.Request, resp *http.Re
 	idle := time.AfterFunc(c.u.StreamIdleTimeout, func() { cancel(errUpstreamTimeout) })
 	defer idle.Stop()
 	body := &idleBody{r: resp.Body, t: idle, idle: c.u.StreamIdleTimeout}
+	s.prepareHeaders()
 
 	// While nothing is pending (no event held, no checkpoint running,
 	// no check timer set) the upstream's frames are read, parsed and
@@ -538,14 +540,27 @@ func (s *guardStream) releasable(f *frame) bool {
 	return false
 }
 
-// writeHeaders writes the status line and headers with the first
-// released event.
-func (s *guardStream) writeHeaders() {
+// prepareHeaders sets the response headers before the first upstream
+// event is read, so that only the timings are left to set when it is
+// released.
+func (s *guardStream) prepareHeaders() {
 	c := s.c
 	h := s.w.Header()
 	copyResponseHeaders(h, s.resp.Header)
-	c.setHeaders(h, c.resultOr(), rsVersion(c.rules))
+	s.result = c.resultOr()
+	c.setHeaders(h, s.result, rsVersion(c.rules))
 	declareTrailers(h)
+}
+
+// writeHeaders writes the status line and headers with the first
+// released event; the timings are those of this moment.
+func (s *guardStream) writeHeaders() {
+	c := s.c
+	h := s.w.Header()
+	if r := c.resultOr(); r != s.result {
+		h.Set("Vigil-Guardrail-Result", r)
+	}
+	c.setTimings(h, time.Now())
 	s.w.WriteHeader(s.resp.StatusCode)
 	s.sent = true
 }
