@@ -69,12 +69,10 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Markers of the events of an SSE stream that has a frame over maxFrame:
-// the bytes read up to it, then the rest of the body, forwarded
-// uninspected (spec §4.3).
-const (
-	eventTooLarge = "\x00too-large"
-)
+// eventTooLarge marks the event of the bytes read up to a frame over
+// maxFrame; the rest of the body follows as one neutral event, both
+// forwarded uninspected (spec §4.3).
+const eventTooLarge = "\x00too-large"
 
 // frameSource reads an SSE upstream body frame by frame; it is read
 // first by the handler's goroutine and then, once an event is held, by
@@ -132,6 +130,10 @@ func (c *call) serveStream(w http.ResponseWriter, r *http.Request, resp *http.Re
 	idle := time.AfterFunc(c.u.StreamIdleTimeout, func() { cancel(errUpstreamTimeout) })
 	defer idle.Stop()
 	body := &idleBody{r: resp.Body, t: idle, idle: c.u.StreamIdleTimeout}
+	// A read blocked on this goroutine ends when ctx is done (idle
+	// timeout, client gone): the upstream client aborts it, and closing
+	// the body makes sure of it whatever the client.
+	defer context.AfterFunc(ctx, func() { resp.Body.Close() })()
 	s.prepareHeaders()
 
 	// While nothing is pending (no event held, no checkpoint running,
@@ -139,7 +141,7 @@ func (c *call) serveStream(w http.ResponseWriter, r *http.Request, resp *http.Re
 	// released on this goroutine: the first byte and, in passthrough and
 	// open modes, every event reach the client without a goroutine
 	// hand-off. A blocked read still ends on the idle timeout and on the
-	// client's disconnection, both of which cancel ctx and so the read.
+	// client's disconnection, both of which cancel ctx (above).
 	// Once something is pending, a reader goroutine takes the body over
 	// and the loop selects between its frames, checkpoint results,
 	// timers and keepalives. Gemini's JSON-array streams always use it.

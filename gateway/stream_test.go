@@ -250,7 +250,10 @@ func TestStreamIdleTimeout(t *testing.T) {
 			if tc.rules {
 				hdr["Invariant-Guardrails"] = headerRule(secretRule)
 			}
-			resp := openStream(t, context.Background(), e, "/openai/chat/completions", hdr)
+			// The deadline only ends a test that would otherwise hang.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			resp := openStream(t, ctx, e, "/openai/chat/completions", hdr)
 			b, err := io.ReadAll(resp.Body)
 			if err != nil {
 				t.Fatal(err)
@@ -262,6 +265,11 @@ func TestStreamIdleTimeout(t *testing.T) {
 			}
 			if strings.Contains(s, "silence") {
 				t.Errorf("text after the hang:\n%s", s)
+			}
+			// The mock notices the closed connection after the client
+			// got the event.
+			for deadline := time.Now().Add(10 * time.Second); e.mock.Cancelled() == 0 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
 			}
 			if e.mock.Cancelled() == 0 {
 				t.Error("upstream request not cancelled")
