@@ -28,7 +28,7 @@ type span struct {
 type frame struct {
 	raw   []byte
 	event string // SSE event name, "" when none
-	data  []byte // the data lines joined with \n; nil for comment-only frames
+	data  []byte // the data lines joined with \n (may share raw's array); nil for comment-only frames
 	kind  frameKind
 	spans []span
 	tool  string // the tool call of a kindTool event
@@ -65,7 +65,9 @@ type sseReader struct {
 	eof bool
 }
 
-func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: r, buf: make([]byte, 0, 32<<10)} }
+// newSSEReader reads r. Its buffer starts at 4 KiB (the size of the
+// upstream connection's read buffer) and grows for longer frames.
+func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: r, buf: make([]byte, 0, 4<<10)} }
 
 // next returns the next complete frame (its raw bytes include the blank
 // line that ends it). At the end of the stream a last unterminated frame
@@ -176,13 +178,18 @@ func parseFrame(raw []byte) *frame {
 		case "event":
 			f.event = string(value)
 		case "data":
-			if f.data != nil {
-				f.data = append(f.data, '\n')
-			}
-			f.data = append(f.data, value...)
 			if f.data == nil {
-				f.data = []byte{}
+				// The usual single data line is read in place; a
+				// second one appends to a copy (the capacity ends
+				// with the line, so raw is never written).
+				f.data = value[:len(value):len(value)]
+				if f.data == nil {
+					f.data = []byte{}
+				}
+				break
 			}
+			f.data = append(f.data, '\n')
+			f.data = append(f.data, value...)
 		}
 	}
 	return f

@@ -15,7 +15,8 @@ import (
 // final checkpoint.
 
 // guardStream is the state of one guarded stream. Everything but the
-// checkpoint evaluation runs on the handler's goroutine.
+// checkpoint evaluation and, once an event is held, the reading of the
+// upstream body runs on the handler's goroutine.
 type guardStream struct {
 	c      *call
 	w      http.ResponseWriter
@@ -32,10 +33,14 @@ type guardStream struct {
 	checking     bool
 	again        bool // a trigger arrived while a checkpoint ran
 	unchecked    time.Time
+	timer        *time.Timer // fires D after the oldest unchecked text
+	timerC       <-chan time.Time
+	gotFirst     bool // an upstream event arrived
 	upDone       bool
 	finalRunning bool
 	finalPassed  bool
-	sent         bool // status and headers written
+	result       string // the Vigil-Guardrail-Result set by prepareHeaders
+	sent         bool   // status and headers written
 	lastRelease  time.Time
 	released     int
 	verdicts     []*verdict
@@ -64,6 +69,51 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// eventTooLarge marks the event of the bytes read up to a frame over
+// maxFrame; the rest of the body follows as one neutral event, both
+// forwarded uninspected (spec §4.3).
+const eventTooLarge = "\x00too-large"
+
+// frameSource reads an SSE upstream body frame by frame; it is read
+// first by the handler's goroutine and then, once an event is held, by
+// the reader goroutine, never by both.
+type frameSource struct {
+	sr   *sseReader
+	body io.Reader
+	tail int   // 1: the too-large marker was returned; 2: the rest too
+	err  error // the error that ends the stream, returned from now on
+}
+
+// next returns the next upstream frame with its arrival time, or the
+// error that ended the stream (io.EOF at its end).
+func (fs *frameSource) next() (*frame, error) {
+	switch {
+	case fs.err != nil && fs.tail == 0:
+		return nil, fs.err
+	case fs.tail == 1:
+		// After a frame over maxFrame, the rest of the body as one
+		// neutral event, then the error.
+		fs.tail = 2
+		b, _ := io.ReadAll(fs.body)
+		return &frame{raw: b, kind: kindNeutral, at: time.Now()}, nil
+	case fs.tail == 2:
+		fs.tail = 0
+		return nil, fs.err
+	}
+	f, err := fs.sr.next()
+	if err != nil {
+		fs.err = err
+		if errors.Is(err, errFrameTooLarge) {
+			fs.tail = 1
+			rest := append([]byte(nil), fs.sr.rest()...)
+			return &frame{raw: rest, at: time.Now(), event: eventTooLarge}, nil
+		}
+		return nil, err
+	}
+	f.at = time.Now()
+	return f, nil
+}
+
 func (c *call) serveStream(w http.ResponseWriter, r *http.Request, resp *http.Response, upCtx context.Context, cancel context.CancelCauseFunc) {
 	g := c.g
 	so := g.opts.Stream
@@ -77,136 +127,125 @@ func (c *call) serveStream(w http.ResponseWriter, r *http.Request, resp *http.Re
 		s.mode = "buffer"
 	}
 	ctx := upCtx
-	timedOut := false
 	idle := time.AfterFunc(c.u.StreamIdleTimeout, func() { cancel(errUpstreamTimeout) })
 	defer idle.Stop()
 	body := &idleBody{r: resp.Body, t: idle, idle: c.u.StreamIdleTimeout}
+	// A read blocked on this goroutine ends when ctx is done (idle
+	// timeout, client gone): the upstream client aborts it, and closing
+	// the body makes sure of it whatever the client.
+	defer context.AfterFunc(ctx, func() { resp.Body.Close() })()
+	s.prepareHeaders()
 
-	frames := make(chan *frame, 64)
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(frames)
-		if c.kind == "gemini" && !c.d.geminiSSE {
-			readArray(body, frames, readErr)
-			return
-		}
-		sr := newSSEReader(body)
-		for {
-			f, err := sr.next()
-			if err != nil {
-				if err != io.EOF {
-					if errors.Is(err, errFrameTooLarge) {
-						// Forward the rest uninspected (spec §4.3).
-						rest := append([]byte(nil), sr.rest()...)
-						frames <- &frame{raw: rest, at: time.Now(), event: "\x00too-large"}
-						b, _ := io.ReadAll(body)
-						frames <- &frame{raw: b, kind: kindNeutral, at: time.Now()}
-					}
-					readErr <- err
-				}
+	// While nothing is pending (no event held, no checkpoint running,
+	// no check timer set) the upstream's frames are read, parsed and
+	// released on this goroutine: the first byte and, in passthrough and
+	// open modes, every event reach the client without a goroutine
+	// hand-off. A blocked read still ends on the idle timeout and on the
+	// client's disconnection, both of which cancel ctx (above).
+	// Once something is pending, a reader goroutine takes the body over
+	// and the loop selects between its frames, checkpoint results,
+	// timers and keepalives. Gemini's JSON-array streams always use it.
+	var src *frameSource
+	if c.kind != "gemini" || c.d.geminiSSE {
+		src = &frameSource{sr: newSSEReader(body), body: body}
+	}
+	var frames chan *frame // nil until the reader goroutine starts
+	var readErr chan error
+	startReader := func() {
+		frames, readErr = make(chan *frame, 64), make(chan error, 1)
+		go func(frames chan<- *frame, readErr chan<- error) {
+			defer close(frames)
+			if src == nil {
+				readArray(body, frames, readErr)
 				return
 			}
-			f.at = time.Now()
-			frames <- f
-		}
-	}()
+			for {
+				f, err := src.next()
+				if err != nil {
+					if err != io.EOF {
+						readErr <- err
+					}
+					return
+				}
+				frames <- f
+			}
+		}(frames, readErr)
+	}
 	// However the loop below ends, let the reader finish: it may be
 	// blocked sending a frame nobody reads any more.
-	src := frames
 	defer func() {
-		go func() {
-			for range src {
-			}
-		}()
+		if frames := frames; frames != nil {
+			go func() {
+				for range frames {
+				}
+			}()
+		}
 	}()
+	inline := src != nil
+	if !inline {
+		startReader()
+	}
 	checks := make(chan checkpoint, 1)
-	var timer *time.Timer
-	var timerC <-chan time.Time
-	keep := time.NewTicker(so.Keepalive)
-	defer keep.Stop()
-	first := true
+	var keep *time.Ticker
+	var keepC <-chan time.Time
+	defer func() {
+		if keep != nil {
+			keep.Stop()
+		}
+	}()
 	var blocked *verdict
-	clientGone := false
+	clientGone, timedOut := false, false
 loop:
 	for {
-		select {
-		case f, ok := <-frames:
-			if !ok {
-				frames = nil
-				s.upDone = true
-				c.upEnd = time.Now()
-				s.parser.finish()
-				select {
-				case err := <-readErr:
-					if !errors.Is(context.Cause(ctx), errBlocked) && ctx.Err() == nil {
-						s.protocolErr = err.Error()
+		if inline && (s.upDone || len(s.queue) > 0 || s.checking || s.timerC != nil) {
+			inline = false
+			if !s.upDone {
+				startReader()
+			}
+			keep = time.NewTicker(so.Keepalive)
+			keepC = keep.C
+		}
+		if inline {
+			f, err := src.next()
+			switch {
+			case err == nil:
+				s.accept(f)
+			case ctx.Err() != nil:
+				// Cancelled (idle timeout, client gone): handled below.
+			default:
+				s.upstreamEnd(err, ctx)
+			}
+		} else {
+			select {
+			case f, ok := <-frames:
+				if !ok {
+					frames = nil
+					var err error = io.EOF
+					select {
+					case err = <-readErr:
+					default:
 					}
-				default:
+					s.upstreamEnd(err, ctx)
+					break
 				}
-				break
-			}
-			if first {
-				c.upFirst, first = f.at, false
-			}
-			if f.event == "\x00too-large" {
-				f.event = ""
-				s.protocolErr = errFrameTooLarge.Error()
-			}
-			if s.protocolErr == "" {
-				s.parser.feed(f)
-			}
-			if c.stripUsage && f.data != nil && usageOnlyChunk(f.data) {
-				break // recorded, not the client's (force_stream_usage)
-			}
-			if (s.mode == "open" || s.protocolErr != "") && f.kind != kindFinal {
-				f.kind = kindNeutral
-			}
-			s.queue = append(s.queue, f)
-			if f.kind == kindText && s.unchecked.IsZero() && s.mode == "incremental" {
-				s.unchecked = f.at
-				if timer == nil {
-					timer = time.NewTimer(s.d)
-				} else {
-					timer.Reset(s.d)
+				s.accept(f)
+			case cp := <-checks:
+				if v := s.checked(cp); v != nil {
+					blocked = v
 				}
-				timerC = timer.C
-			}
-		case cp := <-checks:
-			s.checking = false
-			if cp.final {
-				s.finalRunning = false
-			}
-			s.verdicts = append(s.verdicts, cp.v)
-			if cp.v.failure != "" && s.failure == "" {
-				s.failure = cp.v.failure
-			}
-			if cp.v.blocked {
-				blocked = cp.v
-			} else {
-				for ch, n := range cp.lens {
-					if n > s.covered[ch] {
-						s.covered[ch] = n
+			case <-s.timerC:
+				s.timerC = nil
+				s.again = true
+			case <-keepC:
+				if s.sent && len(s.queue) > 0 && time.Since(s.lastRelease) >= so.Keepalive {
+					if _, err := w.Write(c.keepalive()); err != nil {
+						clientGone = true
 					}
+					flush(w)
+					s.lastRelease = time.Now()
 				}
-				for _, k := range cp.tools {
-					s.coveredTools[k] = true
-				}
-				if cp.final {
-					s.finalPassed = true
-				}
+			case <-ctx.Done():
 			}
-		case <-timerC:
-			timerC = nil
-			s.again = true
-		case <-keep.C:
-			if s.sent && len(s.queue) > 0 && time.Since(s.lastRelease) >= so.Keepalive {
-				if _, err := w.Write(c.keepalive()); err != nil {
-					clientGone = true
-				}
-				flush(w)
-				s.lastRelease = time.Now()
-			}
-		case <-ctx.Done():
 		}
 		if r.Context().Err() != nil {
 			clientGone = true
@@ -247,8 +286,8 @@ loop:
 			break loop
 		}
 	}
-	if timer != nil {
-		timer.Stop()
+	if s.timer != nil {
+		s.timer.Stop()
 	}
 	out := s.parser.output()
 	var all *verdict
@@ -307,6 +346,76 @@ loop:
 		flush(w)
 		c.record(recordInput{out: out, verdict: all})
 	}
+}
+
+// accept takes in an upstream frame: parses it and queues it.
+func (s *guardStream) accept(f *frame) {
+	c := s.c
+	if !s.gotFirst {
+		c.upFirst, s.gotFirst = f.at, true
+	}
+	if f.event == eventTooLarge {
+		f.event = ""
+		s.protocolErr = errFrameTooLarge.Error()
+	}
+	if s.protocolErr == "" {
+		s.parser.feed(f)
+	}
+	if c.stripUsage && f.data != nil && usageOnlyChunk(f.data) {
+		return // recorded, not the client's (force_stream_usage)
+	}
+	if (s.mode == "open" || s.protocolErr != "") && f.kind != kindFinal {
+		f.kind = kindNeutral
+	}
+	s.queue = append(s.queue, f)
+	if f.kind == kindText && s.unchecked.IsZero() && s.mode == "incremental" {
+		s.unchecked = f.at
+		if s.timer == nil {
+			s.timer = time.NewTimer(s.d)
+		} else {
+			s.timer.Reset(s.d)
+		}
+		s.timerC = s.timer.C
+	}
+}
+
+// upstreamEnd notes the end of the upstream stream: io.EOF, or the read
+// error that ended it (a protocol error unless the call was cancelled).
+func (s *guardStream) upstreamEnd(err error, ctx context.Context) {
+	s.upDone = true
+	s.c.upEnd = time.Now()
+	s.parser.finish()
+	if err != io.EOF && !errors.Is(context.Cause(ctx), errBlocked) && ctx.Err() == nil {
+		s.protocolErr = err.Error()
+	}
+}
+
+// checked takes in a finished checkpoint; it returns its verdict when it
+// blocks.
+func (s *guardStream) checked(cp checkpoint) *verdict {
+	s.checking = false
+	if cp.final {
+		s.finalRunning = false
+	}
+	s.verdicts = append(s.verdicts, cp.v)
+	if cp.v.failure != "" && s.failure == "" {
+		s.failure = cp.v.failure
+	}
+	if cp.v.blocked {
+		return cp.v
+	}
+	for ch, n := range cp.lens {
+		if n > s.covered[ch] {
+			s.covered[ch] = n
+		}
+	}
+	for _, k := range cp.tools {
+		s.coveredTools[k] = true
+	}
+	if cp.final {
+		s.finalPassed = true
+	}
+	return nil
 }
 
 // sentBody reports whether any upstream event went to the client.
@@ -373,9 +482,8 @@ func (s *guardStream) maybeCheck(out chan<- checkpoint) {
 // release writes the head events that may go out (spec §6.4).
 func (s *guardStream) release() error {
 	n := 0
-	for len(s.queue) > 0 && s.releasable(s.queue[0]) {
-		f := s.queue[0]
-		s.queue = s.queue[1:]
+	for n < len(s.queue) && s.releasable(s.queue[n]) {
+		f := s.queue[n]
 		if !s.sent {
 			s.writeHeaders()
 		}
@@ -394,6 +502,10 @@ func (s *guardStream) release() error {
 		n++
 	}
 	if n > 0 {
+		// Keep the queue's array: the next events reuse it.
+		m := copy(s.queue, s.queue[n:])
+		clear(s.queue[m:])
+		s.queue = s.queue[:m]
 		s.lastRelease = time.Now()
 		flush(s.w)
 	}
@@ -430,14 +542,27 @@ func (s *guardStream) releasable(f *frame) bool {
 	return false
 }
 
-// writeHeaders writes the status line and headers with the first
-// released event.
-func (s *guardStream) writeHeaders() {
+// prepareHeaders sets the response headers before the first upstream
+// event is read, so that only the timings are left to set when it is
+// released.
+func (s *guardStream) prepareHeaders() {
 	c := s.c
 	h := s.w.Header()
 	copyResponseHeaders(h, s.resp.Header)
-	c.setHeaders(h, c.resultOr(), rsVersion(c.rules))
+	s.result = c.resultOr()
+	c.setHeaders(h, s.result, rsVersion(c.rules))
 	declareTrailers(h)
+}
+
+// writeHeaders writes the status line and headers with the first
+// released event; the timings are those of this moment.
+func (s *guardStream) writeHeaders() {
+	c := s.c
+	h := s.w.Header()
+	if r := c.resultOr(); r != s.result {
+		h.Set("Vigil-Guardrail-Result", r)
+	}
+	c.setTimings(h, time.Now())
 	s.w.WriteHeader(s.resp.StatusCode)
 	s.sent = true
 }
