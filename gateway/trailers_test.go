@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,6 +45,14 @@ func checkTrailers(t *testing.T, hr *http.Response, result string, held bool) {
 	}
 }
 
+// drainOnClose reads a body to its end before closing it.
+type drainOnClose struct{ io.ReadCloser }
+
+func (d drainOnClose) Close() error {
+	io.Copy(io.Discard, d.ReadCloser)
+	return d.ReadCloser.Close()
+}
+
 func TestStreamTrailers(t *testing.T) {
 	t.Run("openai pass", func(t *testing.T) {
 		e := newEnv(t)
@@ -52,12 +61,24 @@ func TestStreamTrailers(t *testing.T) {
 		})
 		c := e.openai("ds", option.WithHeader("Invariant-Guardrails", headerRule(secretRule)))
 		var hr *http.Response
-		st := c.Chat.Completions.NewStreaming(context.Background(), chatParams(openai.UserMessage("talk")), option.WithResponseInto(&hr))
+		// The SDK stops reading at [DONE]; the body is read to its end
+		// when it closes it, so that net/http has parsed the trailers
+		// (without this the test passed only when they came in the same
+		// read as [DONE]).
+		st := c.Chat.Completions.NewStreaming(context.Background(), chatParams(openai.UserMessage("talk")), option.WithResponseInto(&hr),
+			option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+				resp, err := next(r)
+				if err == nil {
+					resp.Body = drainOnClose{resp.Body}
+				}
+				return resp, err
+			}))
 		for st.Next() {
 		}
 		if err := st.Err(); err != nil {
 			t.Fatal(err)
 		}
+		st.Close()
 		checkTrailers(t, hr, "pass", true)
 	})
 	// Blocked streams are read raw: an SDK stops reading at the error
