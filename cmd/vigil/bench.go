@@ -196,7 +196,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	warm := fs.Int("warmup", 200, "warm-up requests per target")
 	rounds := fs.Int("rounds", 7, "interleaved rounds")
 	conc := fs.String("concurrency", "", "closed-loop concurrency levels, e.g. 16,64")
-	rates := fs.String("rates", "", "open-loop rates in requests/s, e.g. 500,1000,2000,5000")
+	rates := fs.String("rates", "", "open-loop rates in requests/s, e.g. 500,1000,2000,5000 (the floor, when given, runs each rate too)")
 	dur := fs.Duration("rate-duration", 5*time.Second, "duration of each open-loop rate")
 	conns := fs.Int("conns", 512, "open loop: requests in flight per target at most (one connection each); later ones wait, their wait counted")
 	out := fs.String("out", "bench-results.json", "results file (a JSON array; appended to)")
@@ -333,46 +333,54 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 	}
-	// 3. Open loop: constant arrival rate.
+	// 3. Open loop: constant arrival rate. With a floor target, the floor
+	// runs each rate too, so that the gateway's frontier can be read
+	// against what a plain proxy reaches on the same core.
 	if *rates != "" {
-		fmt.Fprintf(&summary, "\n### open loop (constant arrival rate, latency from the scheduled start)\n\n| rate/s | direct p99 ms | gateway p50 ms | gateway p99 ms | added p99 | errors |\n|---|---|---|---|---|---|\n")
-		frontier := map[float64]float64{1: 0, 5: 0, 10: 0}
-		failed := map[float64]bool{}
+		fmt.Fprintf(&summary, "\n### open loop (constant arrival rate, latency from the scheduled start)\n\n| rate/s | direct p99 ms | floor p99 ms | gateway p50 ms | gateway p99 ms | added p99 | errors |\n|---|---|---|---|---|---|---|\n")
+		sweeps := map[string]*frontierSweep{"gateway": newFrontierSweep()}
+		_, hasFloor := loads["floor"]
+		if hasFloor {
+			sweeps["floor"] = newFrontierSweep()
+		}
 		var notes []string
 		for _, rs := range strings.Split(*rates, ",") {
 			rate, err := strconv.Atoi(strings.TrimSpace(rs))
 			if err != nil || rate < 1 {
 				return exitCode(2, "bench run: --rates "+rs+": want a number")
 			}
-			ds := openLoopRun(ctx, loads["direct"], rate, *dur, *conns)
+			dx := totals(openLoopRun(ctx, loads["direct"], rate, *dur, *conns))
+			floorP99 := "–"
+			if hasFloor {
+				fs := openLoopRun(ctx, loads["floor"], rate, *dur, *conns)
+				fx := totals(fs)
+				add("open", "floor", map[string]float64{"rate": float64(rate), "p50_ms": pct(fx, 50), "p99_ms": pct(fx, 99), "added_p99_ms": pct(fx, 99) - pct(dx, 99), "errors": float64(errs(fs)), "direct_p99_ms": pct(dx, 99)})
+				sweeps["floor"].rate(rate, pct(fx, 99)-pct(dx, 99), errs(fs), pct(dx, 99))
+				floorP99 = fmt.Sprintf("%.3f", pct(fx, 99))
+			}
 			gs := openLoopRun(ctx, loads["gateway"], rate, *dur, *conns)
-			dx, gx := totals(ds), totals(gs)
+			gx := totals(gs)
 			addedP99 := pct(gx, 99) - pct(dx, 99)
 			e := errs(gs)
 			add("open", "gateway", map[string]float64{"rate": float64(rate), "p50_ms": pct(gx, 50), "p99_ms": pct(gx, 99), "added_p99_ms": addedP99, "errors": float64(e), "direct_p99_ms": pct(dx, 99)})
-			fmt.Fprintf(&summary, "| %d | %.3f | %.3f | %.3f | %+.3f | %d |\n", rate, pct(dx, 99), pct(gx, 50), pct(gx, 99), addedP99, e)
-			// The sweep goes upward until failure (spec §11): a rate
-			// counts only if it and every rate below it met the limit. A
-			// rate at which the direct target's own p99 exceeds
-			// directP99Limit is a failure too: the load generator or the
-			// mock did not keep up, so the gateway's added p99 there (taken
-			// against that p99) means nothing.
-			for lim := range frontier {
-				if failed[lim] {
-					continue
-				}
-				if e == 0 && addedP99 <= lim && pct(dx, 99) <= directP99Limit {
-					frontier[lim] = float64(rate)
-				} else {
-					failed[lim] = true
-				}
-			}
+			fmt.Fprintf(&summary, "| %d | %.3f | %s | %.3f | %.3f | %+.3f | %d |\n", rate, pct(dx, 99), floorP99, pct(gx, 50), pct(gx, 99), addedP99, e)
+			sweeps["gateway"].rate(rate, addedP99, e, pct(dx, 99))
 			if pct(dx, 99) > directP99Limit {
 				notes = append(notes, fmt.Sprintf("at %d req/s the direct target's own p99 is %.1f ms: the load generator or the mock is the limit there", rate, pct(dx, 99)))
 			}
 		}
-		add("frontier", "gateway", map[string]float64{"added_p99_1ms": frontier[1], "added_p99_5ms": frontier[5], "added_p99_10ms": frontier[10]})
-		fmt.Fprintf(&summary, "\nthroughput frontier: %.0f req/s at added p99 ≤ 1 ms, %.0f at ≤ 5 ms, %.0f at ≤ 10 ms\n", frontier[1], frontier[5], frontier[10])
+		for _, name := range []string{"gateway", "floor"} {
+			f := sweeps[name]
+			if f == nil {
+				continue
+			}
+			add("frontier", name, map[string]float64{"added_p99_1ms": f.best[1], "added_p99_5ms": f.best[5], "added_p99_10ms": f.best[10]})
+			label := "throughput frontier"
+			if name == "floor" {
+				label = "floor's throughput frontier"
+			}
+			fmt.Fprintf(&summary, "\n%s: %.0f req/s at added p99 ≤ 1 ms, %.0f at ≤ 5 ms, %.0f at ≤ 10 ms\n", label, f.best[1], f.best[5], f.best[10])
+		}
 		for _, n := range notes {
 			fmt.Fprintf(&summary, "\n%s\n", n)
 		}
@@ -676,4 +684,34 @@ func c1Stats(all map[string][]sample, roundP50 map[string][]float64, name string
 	v["round_added_p50_median_ms"] = pctSorted(added, 50)
 	v["round_added_p50_iqr_ms"] = pctSorted(added, 75) - pctSorted(added, 25)
 	return v
+}
+
+// frontierSweep finds a target's throughput frontier (spec §11): the
+// highest rate with added p99 within each limit and zero errors. The
+// sweep goes upward until failure: a rate counts only if it and every
+// rate below it met the limit. A rate at which the direct target's own
+// p99 exceeds directP99Limit is a failure too: the load generator or the
+// mock did not keep up, so the added p99 there (taken against that p99)
+// means nothing.
+type frontierSweep struct {
+	best   map[float64]float64 // limit (ms) → rate
+	failed map[float64]bool
+}
+
+func newFrontierSweep() *frontierSweep {
+	return &frontierSweep{best: map[float64]float64{1: 0, 5: 0, 10: 0}, failed: map[float64]bool{}}
+}
+
+// rate adds one rate's outcome.
+func (f *frontierSweep) rate(rate int, addedP99 float64, errors int, directP99 float64) {
+	for lim := range f.best {
+		if f.failed[lim] {
+			continue
+		}
+		if errors == 0 && addedP99 <= lim && directP99 <= directP99Limit {
+			f.best[lim] = float64(rate)
+		} else {
+			f.failed[lim] = true
+		}
+	}
 }
