@@ -19,7 +19,7 @@ pin0() { if command -v taskset >/dev/null; then exec taskset -c 0 env GOMAXPROCS
 pin1() { if command -v taskset >/dev/null; then taskset -c 1 "$@"; else "$@"; fi; }
 bg1() { if command -v taskset >/dev/null; then exec taskset -c 1 "$@"; else exec "$@"; fi; }
 
-for p in 19000 19001 19002 19003 19004 19010 19011 19012 19013; do
+for p in 19000 19001 19002 19003 19004 19005 19010 19011 19012 19013; do
   if curl -s -o /dev/null "http://127.0.0.1:$p/"; then echo "port $p is in use: stop what runs there first" >&2; exit 1; fi
 done
 (cd "$root" && go build -o "$tmp/vigil" ./cmd/vigil)
@@ -50,6 +50,11 @@ serve() { # name port mock-port extra-yaml-lines…
 rules="guardrails_file: $here/rules.gr"
 serve g0 19002 19000
 serve g1 19003 19000 "$rules"
+# G2 records on an instance of its own: the load sweep below measures G1
+# (no recording), and an instance that has just recorded holds its
+# sessions' stitching index (a few KB a call until they go idle), which
+# makes every garbage collection longer.
+if [ -z "${QUICK:-}" ]; then serve g2 19005 19000 "$rules"; fi
 serve s1 19012 19010 "$rules" "stream: {mode: incremental}"
 serve s3 19013 19010 "$rules" "stream: {mode: passthrough}"
 for p in 19000 19010; do wait_up "http://127.0.0.1:$p/v1/models"; done
@@ -63,8 +68,8 @@ if [ -z "${QUICK:-}" ]; then
 fi
 run --config-id G1 --direct $D --floor $F --gateway http://127.0.0.1:19003/api/v1/gateway/openai/chat/completions --gateway-pid "$pid_g1"
 if [ -z "${QUICK:-}" ]; then
-  run --config-id G2 --direct $D --floor $F --gateway http://127.0.0.1:19003/api/v1/gateway/bench/openai/chat/completions \
-    --header "Invariant-Authorization: Bearer $KEY" --gateway-pid "$pid_g1"
+  run --config-id G2 --direct $D --floor $F --gateway http://127.0.0.1:19005/api/v1/gateway/bench/openai/chat/completions \
+    --header "Invariant-Authorization: Bearer $KEY" --gateway-pid "$pid_g2"
   # Under load (after the c=1 runs: an overloaded instance would skew them).
   # The open loop goes upward until failure (spec §11): the frontier is the
   # highest rate whose added p99 stays within the limit; the direct target's
