@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -343,7 +342,7 @@ func traceValue(v any) (trace.Value, bool) {
 		if math.IsInf(x, 0) || math.IsNaN(x) {
 			return nil, false // json.Marshal fails
 		}
-		return trace.Number(appendFloat(nil, x)), true
+		return trace.Number(trace.AppendFloat(nil, x)), true
 	case json.Number:
 		return trace.Number(x), x != ""
 	case []any:
@@ -406,22 +405,4 @@ func skipAll(gs []*Guardrail) map[string]string {
 		m[gr.ID] = ruleSkipped
 	}
 	return m
-}
-
-// appendFloat appends f as json.Marshal writes a float64 (finite f):
-// the shortest decimal, with an exponent below 1e-6 and from 1e21 on,
-// written e-7 rather than e-07.
-func appendFloat(b []byte, f float64) []byte {
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/vigilhq/vigil/trace"
 )
 
 // TestToTraceDirect checks that converting events to trace values
@@ -59,7 +61,7 @@ func TestAppendFloat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendFloat(nil, f); string(got) != string(want) {
+		if got := trace.AppendFloat(nil, f); string(got) != string(want) {
 			t.Errorf("%v: %s, json.Marshal %s", f, got, want)
 		}
 	}
@@ -73,7 +75,7 @@ func FuzzAppendFloat(f *testing.F) {
 		if err != nil {
 			return // NaN, ±Inf: toTrace takes the round trip
 		}
-		if got := appendFloat(nil, x); string(got) != string(want) {
+		if got := trace.AppendFloat(nil, x); string(got) != string(want) {
 			t.Errorf("%v: %s, json.Marshal %s", x, got, want)
 		}
 	})

@@ -2,6 +2,8 @@ package trace
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -111,4 +113,22 @@ func appendString(buf []byte, s string) []byte {
 	}
 	buf = append(buf, s[start:]...)
 	return append(buf, '"')
+}
+
+// AppendFloat appends finite f as encoding/json writes a float64: the
+// shortest decimal, with an exponent below 1e-6 and from 1e21 on, written
+// e-7 rather than e-07.
+func AppendFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/vigilhq/vigil/trace"
 )
 
 // Str returns the Go string of a str value (located or not) and "" otherwise.
@@ -652,7 +654,7 @@ func appendJSONForm(b []byte, v any) ([]byte, bool) {
 		if math.IsInf(x, 0) || math.IsNaN(x) {
 			return b, false
 		}
-		return appendJSONFloat(b, x), true
+		return trace.AppendFloat(b, x), true
 	case []any:
 		if x == nil {
 			return append(b, "null"...), true
@@ -686,22 +688,6 @@ func appendJSONForm(b []byte, v any) ([]byte, bool) {
 		return append(b, '}'), true
 	}
 	return b, false
-}
-
-// appendJSONFloat appends finite f as encoding/json writes a float64.
-func appendJSONFloat(b []byte, f float64) []byte {
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
 }
 
 // appendJSONString appends s quoted as encoding/json writes a string,
