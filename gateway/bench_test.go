@@ -20,14 +20,7 @@ import (
 // no recording (G1): its allocs/op is the allocations per request the
 // benchmark spec asks for. Without rules it is G0.
 func BenchmarkChat(b *testing.B) {
-	src, err := os.ReadFile("../bench/gateway/rules.gr")
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := policy.Load(string(src), policy.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	std := standardRules(b)
 	text := strings.Repeat("lorem ipsum dolor sit amet, ", 18)
 	m := &providertest.Mock{Script: func(*providertest.Request) providertest.Reply { return providertest.Reply{Text: text} }}
 	up := httptest.NewServer(m)
@@ -36,7 +29,7 @@ func BenchmarkChat(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
 		rules []*gateway.Guardrail
-	}{{"G0", nil}, {"G1", []*gateway.Guardrail{{ID: "std", Name: "standard", Content: string(src), Action: "block", Policy: p}}}} {
+	}{{"G0", nil}, {"G1", std}} {
 		b.Run(tc.name, func(b *testing.B) {
 			gw, err := gateway.New(gateway.Options{Global: tc.rules, Upstreams: []gateway.Upstream{{Name: "openai", BaseURL: up.URL + "/v1"}}})
 			if err != nil {
@@ -127,4 +120,19 @@ func BenchmarkChatRecordedLoops(b *testing.B) {
 	e.rec.Flush()
 	w, _, _ := e.rec.Stats()
 	b.ReportMetric(float64(w)/float64(i), "written/call")
+}
+
+// standardRules is the benchmark's standard rule set
+// (bench/gateway/rules.gr) as one global blocking guardrail.
+func standardRules(b *testing.B) []*gateway.Guardrail {
+	b.Helper()
+	src, err := os.ReadFile("../bench/gateway/rules.gr")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := policy.Load(string(src), policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return []*gateway.Guardrail{{ID: "std", Name: "standard", Content: string(src), Action: "block", Policy: p}}
 }

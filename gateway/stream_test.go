@@ -8,14 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vigilhq/vigil/gateway"
 	"github.com/vigilhq/vigil/gateway/providertest"
-	"github.com/vigilhq/vigil/policy"
 )
 
 // gatedUpstream is an OpenAI chat upstream that streams the frames of
@@ -362,21 +360,13 @@ func TestStreamManyFrames(t *testing.T) {
 // without rules (open). Run with -cpu 1 to see the per-event hand-offs
 // between goroutines that GOMAXPROCS=1 pays for.
 func BenchmarkStream(b *testing.B) {
-	src, err := os.ReadFile("../bench/gateway/rules.gr")
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := policy.Load(string(src), policy.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	std := standardRules(b)
 	text := strings.Repeat("lorem ipsum dolor sit amet, ", 19)[:512]
 	m := &providertest.Mock{ChunkChars: 8, Script: func(*providertest.Request) providertest.Reply { return providertest.Reply{Text: text} }}
 	up := httptest.NewServer(m)
 	defer up.Close()
 	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"system","content":"You are brief."},{"role":"user","content":"` +
 		strings.Repeat("Please summarise this. ", 38) + `"}]}`)
-	std := []*gateway.Guardrail{{ID: "std", Name: "standard", Content: string(src), Action: "block", Policy: p}}
 	for _, tc := range []struct {
 		name, mode string
 		rules      []*gateway.Guardrail

@@ -161,17 +161,7 @@ func TestUpstreamPoolUnreadBodyClosesConnection(t *testing.T) {
 }
 
 func TestUpstreamPoolCancel(t *testing.T) {
-	release := make(chan struct{})
-	srv, _ := upServer(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, "data: 1\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
-	defer close(release)
+	srv := stalledStream(t)
 	p := NewPool(10 * time.Second)
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -358,17 +348,7 @@ func TestAbort(t *testing.T) {
 // TestBodyCloseWhileReading: Close from another goroutine ends a read
 // blocked on the connection; later reads fail rather than report EOF.
 func TestBodyCloseWhileReading(t *testing.T) {
-	release := make(chan struct{})
-	srv, _ := upServer(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, "data: 1\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
-	defer close(release)
+	srv := stalledStream(t)
 	p := NewPool(10 * time.Second)
 	defer p.Close()
 	resp, err := p.Do(context.Background(), http.MethodPost, mustURL(t, srv.URL+"/"), http.Header{}, nil)
@@ -424,4 +404,23 @@ func TestHeadAndEmptyAnswers(t *testing.T) {
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("%d connections, want 1", n)
 	}
+}
+
+// stalledStream is an upstream that sends one SSE event and then waits
+// until the request is cancelled or the test ends.
+func stalledStream(t *testing.T) *httptest.Server {
+	release := make(chan struct{})
+	srv, _ := upServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: 1\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	// Registered after upServer's, so it runs first: the server's Close
+	// waits for the handler.
+	t.Cleanup(func() { close(release) })
+	return srv
 }
